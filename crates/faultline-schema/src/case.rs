@@ -1,0 +1,549 @@
+//! `case.toml`, format version 1: one real bug, how to fetch both versions of its code, how to
+//! check a fix, and where the cause is.
+
+use schemars::JsonSchema;
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The only `case.toml` format version this build reads.
+pub const CASE_SCHEMA_VERSION: u32 = 1;
+
+/// A benchmark case as written in `corpus/<system>/<case-id>/case.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaseManifest {
+    /// Format version of this file; must be 1.
+    pub schema_version: u32,
+    /// Unique case id: lowercase letters, digits and dashes; equals the directory name.
+    pub id: String,
+    /// The distributed system (usually the crate family), equals the parent directory name.
+    pub system: String,
+    /// One line for the corpus table, in a user's words; never shown to agents.
+    pub summary: String,
+    /// What kind of failure this is.
+    pub category: Category,
+    /// Difficulty tier: 1 (hardest: spans nodes or needs an interleaving) to 3 (local, visible
+    /// from the error itself). See the rubric in `corpus/README.md`.
+    pub tier: u8,
+    /// Where the buggy and fixed code come from.
+    pub source: Source,
+    /// Where the fix was made upstream; for curators only, never shown to agents.
+    pub upstream: Upstream,
+    /// The hidden check that separates a fixed tree from a buggy one.
+    pub oracle: OracleSpec,
+    /// The crate's own tests that must keep passing.
+    #[serde(default)]
+    pub regression: RegressionSpec,
+    /// The labeled causal code blocks, in the buggy source.
+    #[serde(default)]
+    pub blocks: Vec<LabeledBlock>,
+}
+
+/// The failure classes of the DDBench taxonomy.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Category {
+    /// Protocol steps, elections, membership, restart and recovery.
+    ProtocolRecovery,
+    /// Replicas diverge, lose or resurrect data.
+    ReplicationConsistency,
+    /// A race, a repeated or reordered event, a missing guard against an interleaving.
+    ConcurrencyOrdering,
+    /// A crafted or unexpected input crashes a node.
+    InputCrash,
+    /// Messages lost, oversized or never sent; resources exhausted or never freed.
+    ResourceDelivery,
+}
+
+impl Category {
+    /// Every category, in display order.
+    pub const ALL: [Category; 5] = [
+        Category::ProtocolRecovery,
+        Category::ReplicationConsistency,
+        Category::ConcurrencyOrdering,
+        Category::InputCrash,
+        Category::ResourceDelivery,
+    ];
+
+    /// The kebab-case name used in files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::ProtocolRecovery => "protocol-recovery",
+            Category::ReplicationConsistency => "replication-consistency",
+            Category::ConcurrencyOrdering => "concurrency-ordering",
+            Category::InputCrash => "input-crash",
+            Category::ResourceDelivery => "resource-delivery",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Category {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Category::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Category::ALL.iter().map(|c| c.as_str()).collect();
+                format!(
+                    "unknown category `{s}`; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Where the two versions of the code come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Source {
+    /// Two published versions of a crate, fetched by cargo from the package registry.
+    Registry(RegistrySource),
+    /// Both trees live in the case directory (systems written for faultline itself).
+    Path(PathSource),
+    /// Two commits of a git repository (needs network access at prepare time).
+    Git(GitSource),
+}
+
+impl Source {
+    /// The name of the crate whose code the agent works on.
+    pub fn crate_name(&self) -> &str {
+        match self {
+            Source::Registry(s) => &s.crate_name,
+            Source::Path(s) => &s.crate_name,
+            Source::Git(s) => &s.crate_name,
+        }
+    }
+
+    /// Dependency pins applied whenever the lockfile is resolved.
+    pub fn pins(&self) -> &[Pin] {
+        match self {
+            Source::Registry(s) => &s.pins,
+            Source::Path(s) => &s.pins,
+            Source::Git(s) => &s.pins,
+        }
+    }
+
+    /// The strings that identify the fixed version and must never reach an agent.
+    pub fn fixed_markers(&self) -> Vec<String> {
+        match self {
+            Source::Registry(s) => vec![s.fixed.to_string()],
+            Source::Path(_) => Vec::new(),
+            Source::Git(s) => vec![s.fixed_commit.clone()],
+        }
+    }
+}
+
+/// Two published versions of one crate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySource {
+    /// The crate's name on the registry.
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    /// The published version that has the bug.
+    #[schemars(with = "String")]
+    #[serde(deserialize_with = "exact_version")]
+    pub buggy: Version,
+    /// The next published version, which holds the fix.
+    #[schemars(with = "String")]
+    #[serde(deserialize_with = "exact_version")]
+    pub fixed: Version,
+    /// Exact versions of dependencies that old releases need to build today.
+    #[serde(default)]
+    pub pins: Vec<Pin>,
+}
+
+/// Two source trees kept inside the case directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathSource {
+    /// The crate's package name.
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    /// Directory of the buggy tree, relative to the case directory.
+    pub buggy: String,
+    /// Directory of the fixed tree, relative to the case directory.
+    pub fixed: String,
+    /// Exact versions of dependencies to use when resolving.
+    #[serde(default)]
+    pub pins: Vec<Pin>,
+}
+
+/// Two commits of a git repository.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitSource {
+    /// The crate's package name.
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    /// Clone URL of the repository.
+    pub repository: String,
+    /// Full commit id with the bug.
+    pub buggy_commit: String,
+    /// Full commit id with the fix.
+    pub fixed_commit: String,
+    /// Directory of the crate inside the repository; the root when absent.
+    #[serde(default)]
+    pub subdir: Option<String>,
+    /// Exact versions of dependencies to use when resolving.
+    #[serde(default)]
+    pub pins: Vec<Pin>,
+}
+
+/// One dependency held at an exact version, because a newer one breaks the old release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pin {
+    /// The dependency's crate name.
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    /// The exact version to hold it at.
+    #[schemars(with = "String")]
+    #[serde(deserialize_with = "exact_version")]
+    pub version: Version,
+    /// Why the pin is needed, for the next curator.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Where the bug was reported and fixed; never shown to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// The upstream repository's URL.
+    pub repository: String,
+    /// Issue, pull request and commit references (`#123`, `PR #45`, a commit id).
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// Free-form curator notes: what else the fixed release changed, pitfalls.
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+/// How the hidden oracle attaches to the crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OracleKind {
+    /// `oracle/` is a cargo package whose integration tests use the crate's public API.
+    External,
+    /// `oracle/oracle.rs` is compiled into the crate as a `#[cfg(test)]` module, for
+    /// `pub(crate)` access.
+    InCrate,
+}
+
+/// The hidden oracle of a case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OracleSpec {
+    /// How the oracle attaches to the crate.
+    pub kind: OracleKind,
+    /// Whether the oracle reads `FAULTLINE_SEED` and explores a different schedule per seed.
+    #[serde(default)]
+    pub seeded: bool,
+    /// Wall-clock limit for one run of the oracle's tests, in seconds.
+    #[serde(default = "default_oracle_timeout")]
+    pub timeout_secs: u64,
+    /// For a looped or probabilistic oracle: the measured share of runs on the buggy version
+    /// that fail, as recorded by the curator (for example `"1000/1000"`).
+    #[serde(default)]
+    pub buggy_failure_rate: Option<String>,
+}
+
+/// Reads a version string, with an error that quotes the bad value (the TOML error adds where).
+fn exact_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Version, D::Error> {
+    let text = String::deserialize(d)?;
+    Version::parse(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "`{text}` is not an exact version such as 1.2.3 ({e})"
+        ))
+    })
+}
+
+fn default_oracle_timeout() -> u64 {
+    120
+}
+
+/// The crate's own tests that pass on both versions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegressionSpec {
+    /// Test targets to run: `lib`, or `test:<name>` for an integration test file.
+    #[serde(default = "default_regression_targets")]
+    pub targets: Vec<String>,
+    /// Test names to skip (substring match, as libtest's `--skip`): tests that fail or hang
+    /// on either version, or need the network.
+    #[serde(default)]
+    pub skip: Vec<String>,
+}
+
+fn default_regression_targets() -> Vec<String> {
+    vec!["lib".to_string()]
+}
+
+impl Default for RegressionSpec {
+    fn default() -> Self {
+        RegressionSpec {
+            targets: default_regression_targets(),
+            skip: Vec::new(),
+        }
+    }
+}
+
+/// A labeled causal block: the lines whose behaviour causes the failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabeledBlock {
+    /// Path relative to the crate root, with `/` separators.
+    pub file: String,
+    /// First line, 1-based, inclusive.
+    pub start: u32,
+    /// Last line, 1-based, inclusive.
+    pub end: u32,
+    /// The enclosing function or item, as `Type::method` or `function`.
+    #[serde(default)]
+    pub symbol: Option<String>,
+    /// Set when the block is causal but the fix did not touch it (validation then does not
+    /// require it to overlap the gold diff).
+    #[serde(default)]
+    pub outside_diff: bool,
+}
+
+/// Why a `case.toml` was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseParseError {
+    /// Not valid TOML, or the values do not fit the format.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// Parsed, but a value breaks a rule of the format.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl CaseManifest {
+    /// Parses and checks a `case.toml` text; errors carry the line and column.
+    pub fn from_toml(text: &str) -> Result<Self, CaseParseError> {
+        let manifest: CaseManifest = toml::from_str(text)?;
+        manifest.check()?;
+        Ok(manifest)
+    }
+
+    /// The rules serde cannot express.
+    fn check(&self) -> Result<(), CaseParseError> {
+        let bad = |msg: String| Err(CaseParseError::Invalid(msg));
+        if self.schema_version != CASE_SCHEMA_VERSION {
+            return bad(format!(
+                "schema_version {} is not supported; this build reads version {CASE_SCHEMA_VERSION}",
+                self.schema_version
+            ));
+        }
+        if !is_slug(&self.id) {
+            return bad(format!(
+                "id `{}` must be lowercase letters, digits and dashes",
+                self.id
+            ));
+        }
+        if !is_slug(&self.system) {
+            return bad(format!(
+                "system `{}` must be lowercase letters, digits and dashes",
+                self.system
+            ));
+        }
+        if !(1..=3).contains(&self.tier) {
+            return bad(format!("tier {} is out of range 1..=3", self.tier));
+        }
+        if let Source::Registry(r) = &self.source
+            && r.fixed <= r.buggy
+        {
+            return bad(format!(
+                "fixed version {} must be newer than buggy version {}",
+                r.fixed, r.buggy
+            ));
+        }
+        if let Source::Git(g) = &self.source {
+            for (name, commit) in [
+                ("buggy_commit", &g.buggy_commit),
+                ("fixed_commit", &g.fixed_commit),
+            ] {
+                if commit.len() != 40 || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return bad(format!(
+                        "{name} `{commit}` must be a full 40-digit commit id"
+                    ));
+                }
+            }
+        }
+        for target in &self.regression.targets {
+            if target != "lib" && !target.starts_with("test:") {
+                return bad(format!(
+                    "regression target `{target}` must be `lib` or `test:<name>`"
+                ));
+            }
+        }
+        for (i, block) in self.blocks.iter().enumerate() {
+            if block.start == 0 || block.end < block.start {
+                return bad(format!(
+                    "blocks[{i}] ({}): line range {}..{} must be 1-based with start <= end",
+                    block.file, block.start, block.end
+                ));
+            }
+            if block.file.starts_with('/') || block.file.split('/').any(|p| p == "..") {
+                return bad(format!(
+                    "blocks[{i}]: file `{}` must be relative to the crate root",
+                    block.file
+                ));
+            }
+        }
+        if self.blocks.is_empty() {
+            return bad("a case needs at least one labeled block ([[blocks]])".into());
+        }
+        Ok(())
+    }
+}
+
+fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r##"
+schema_version = 1
+id = "toy-kv-lost-write"
+system = "toy-kv"
+summary = "a write acknowledged by the leader is gone after failover"
+category = "replication-consistency"
+tier = 2
+
+[source]
+kind = "registry"
+crate = "toy-kv"
+buggy = "0.3.1"
+fixed = "0.3.2"
+pins = [{ crate = "hexane", version = "0.1.5", reason = "0.1.7 changed its API" }]
+
+[upstream]
+repository = "https://example.org/toy-kv"
+references = ["#12"]
+
+[oracle]
+kind = "external"
+seeded = true
+
+[[blocks]]
+file = "src/replica.rs"
+start = 10
+end = 14
+symbol = "Replica::apply"
+"##;
+
+    #[test]
+    fn parses_a_complete_case() {
+        let case = CaseManifest::from_toml(GOOD).unwrap();
+        assert_eq!(case.id, "toy-kv-lost-write");
+        assert_eq!(case.category, Category::ReplicationConsistency);
+        assert_eq!(case.source.crate_name(), "toy-kv");
+        assert_eq!(case.source.pins()[0].version, Version::new(0, 1, 5));
+        assert_eq!(case.regression.targets, vec!["lib".to_string()]);
+        assert_eq!(case.oracle.timeout_secs, 120);
+        assert_eq!(case.source.fixed_markers(), vec!["0.3.2".to_string()]);
+    }
+
+    fn error_of(text: &str) -> String {
+        CaseManifest::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn missing_field_names_the_field_and_line() {
+        let text = GOOD.replace("tier = 2\n", "");
+        let msg = error_of(&text);
+        assert!(msg.contains("missing field `tier`"), "{msg}");
+        assert!(msg.contains("line"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_points_at_the_value() {
+        let msg = error_of(&GOOD.replace("tier = 2", "tier = \"two\""));
+        assert!(msg.contains("line 7"), "{msg}");
+        assert!(msg.contains("invalid type"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected() {
+        let msg = error_of(&GOOD.replace("tier = 2", "tier = 2\nseverity = 3"));
+        assert!(msg.contains("unknown field `severity`"), "{msg}");
+        assert!(msg.contains("line 8"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_key_inside_a_tagged_source_is_rejected() {
+        let msg = error_of(&GOOD.replace(
+            "crate = \"toy-kv\"\nbuggy",
+            "crate = \"toy-kv\"\nmirror = \"x\"\nbuggy",
+        ));
+        assert!(msg.contains("mirror"), "{msg}");
+    }
+
+    #[test]
+    fn bad_version_string_is_rejected_with_its_line() {
+        let msg = error_of(&GOOD.replace("buggy = \"0.3.1\"", "buggy = \"0.3\""));
+        assert!(msg.contains("`0.3` is not an exact version"), "{msg}");
+        assert!(msg.contains("line 9"), "{msg}");
+    }
+
+    #[test]
+    fn rule_violations_are_explained() {
+        assert!(error_of(&GOOD.replace("tier = 2", "tier = 4")).contains("tier 4"));
+        assert!(
+            error_of(&GOOD.replace("fixed = \"0.3.2\"", "fixed = \"0.3.0\"")).contains("newer")
+        );
+        assert!(error_of(&GOOD.replace("end = 14", "end = 9")).contains("start <= end"));
+        assert!(
+            error_of(&GOOD.replace("id = \"toy-kv-lost-write\"", "id = \"Toy KV\""))
+                .contains("lowercase")
+        );
+        assert!(
+            error_of(&GOOD.replace(
+                "category = \"replication-consistency\"",
+                "category = \"network\""
+            ))
+            .contains("unknown variant")
+        );
+    }
+
+    #[test]
+    fn git_and_path_sources_parse() {
+        let git = GOOD.replace(
+            "kind = \"registry\"\ncrate = \"toy-kv\"\nbuggy = \"0.3.1\"\nfixed = \"0.3.2\"",
+            &format!("kind = \"git\"\ncrate = \"toy-kv\"\nrepository = \"https://example.org/r.git\"\nbuggy_commit = \"{}\"\nfixed_commit = \"{}\"\nsubdir = \"crates/kv\"", "a".repeat(40), "b".repeat(40)),
+        );
+        let case = CaseManifest::from_toml(&git).unwrap();
+        assert!(
+            matches!(case.source, Source::Git(ref g) if g.subdir.as_deref() == Some("crates/kv"))
+        );
+        let short = git.replace(&"a".repeat(40), "abc123");
+        assert!(error_of(&short).contains("40-digit"));
+
+        let path = GOOD.replace(
+            "kind = \"registry\"\ncrate = \"toy-kv\"\nbuggy = \"0.3.1\"\nfixed = \"0.3.2\"",
+            "kind = \"path\"\ncrate = \"toy-kv\"\nbuggy = \"buggy\"\nfixed = \"fixed\"",
+        );
+        let case = CaseManifest::from_toml(&path).unwrap();
+        assert!(matches!(case.source, Source::Path(ref p) if p.buggy == "buggy"));
+    }
+}

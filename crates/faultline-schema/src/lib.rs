@@ -1,0 +1,14 @@
+//! The on-disk formats of faultline, in one place.
+//!
+//! Every file faultline reads or writes is a type here, with a `schema_version` and a JSON
+//! Schema generated from the type (see [`schemas`]). Nothing here runs a process or touches the
+//! network; the only I/O is reading and atomically writing these files ([`io`]).
+
+pub mod case;
+pub mod io;
+pub mod schemas;
+
+pub use case::{
+    CaseManifest, CaseParseError, Category, LabeledBlock, OracleKind, OracleSpec, Pin,
+    RegressionSpec, Source,
+};
