@@ -1,0 +1,15 @@
+//! Cases: loading and checking them, fetching their sources through cargo, computing the gold
+//! patch, and preparing the offline workspaces agents and graders work in.
+
+pub mod cargo;
+pub mod case;
+pub mod checks;
+pub mod gold;
+pub mod leak;
+pub mod store;
+pub mod tokens;
+pub mod workspace;
+
+pub use case::{BundleFile, Case, CaseError, Corpus, Selection};
+pub use gold::GoldDiff;
+pub use workspace::{DataDir, PrepareOptions, PreparedCase, Template, prepare};

@@ -1,0 +1,639 @@
+//! Workspace preparation: from a case to an anonymized, offline, pre-built copy of the buggy
+//! crate that an agent can work in, and a second template the grader copies for each grade.
+//!
+//! Layout of a prepared case under `<data>/workspaces/<case-id>/`:
+//!
+//! ```text
+//! stamp.json          what was prepared from which inputs (re-preparing checks it)
+//! agent/workspace/    the buggy crate, anonymized, with Cargo.lock and a warm target/  -> /workspace
+//! agent/vendor/       every dependency, vendored                            (read-only) -> /vendor
+//! agent/cargo/        cargo's configuration: vendored sources, offline        (read-only) -> /cargo
+//! grade/...           the same plus the hidden oracle package (external oracles) -> /oracle
+//! ```
+//!
+//! Paths inside the sandbox are fixed, so the build cache made here stays valid in every later
+//! sandbox, whatever machine directory the data lives in.
+
+use crate::case::Case;
+use crate::cargo::{host_cargo, read_lock};
+use crate::gold::diff_trees;
+use crate::store::{CaseSources, SourceStore, copy_tree};
+use anyhow::{Context, Result, bail};
+use faultline_sandbox::{ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
+use faultline_schema::OracleKind;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Bumped whenever the preparation procedure changes, so old workspaces are rebuilt.
+const PREPARE_VERSION: u32 = 1;
+
+/// The crate inside the sandbox.
+pub const GUEST_WORKSPACE: &str = "/workspace";
+/// Vendored dependencies inside the sandbox.
+pub const GUEST_VENDOR: &str = "/vendor";
+/// Cargo's home inside the sandbox.
+pub const GUEST_CARGO_HOME: &str = "/cargo";
+/// The external oracle package inside the grading sandbox.
+pub const GUEST_ORACLE: &str = "/oracle";
+
+/// How long a warm-up build may take.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+
+/// Files of a published crate that name upstream history and so never reach a workspace.
+fn is_history_file(rel: &Path) -> bool {
+    let name = rel.to_string_lossy().to_ascii_lowercase();
+    if matches!(name.as_str(), ".cargo_vcs_info.json" | "cargo.toml.orig" | ".cargo-ok" | "cargo.lock") {
+        return true;
+    }
+    if rel.components().any(|c| c.as_os_str() == ".git" || c.as_os_str() == "target") {
+        return true;
+    }
+    let top_level = rel.components().count() == 1;
+    top_level
+        && ["changelog", "changes", "releases", "release-notes", "release_notes", "news", "history"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+/// Where faultline keeps its store, workspaces and scratch files.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    /// The root directory.
+    pub root: PathBuf,
+}
+
+impl DataDir {
+    /// `$FAULTLINE_DATA`, else `$XDG_CACHE_HOME/faultline`, else `~/.cache/faultline`.
+    pub fn from_env() -> Result<DataDir> {
+        if let Some(d) = std::env::var_os("FAULTLINE_DATA") {
+            return Ok(DataDir { root: d.into() });
+        }
+        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+            return Ok(DataDir {
+                root: PathBuf::from(d).join("faultline"),
+            });
+        }
+        let home = std::env::var_os("HOME").context("neither FAULTLINE_DATA nor HOME is set")?;
+        Ok(DataDir {
+            root: PathBuf::from(home).join(".cache").join("faultline"),
+        })
+    }
+
+    /// The source store.
+    pub fn store(&self) -> SourceStore {
+        SourceStore::new(self.root.join("store"))
+    }
+
+    /// The directory of a case's prepared workspace.
+    pub fn workspace_dir(&self, case_id: &str) -> PathBuf {
+        self.root.join("workspaces").join(case_id)
+    }
+
+    /// Scratch space on the same file system (for copies that are renamed into place).
+    pub fn scratch(&self) -> Result<PathBuf> {
+        let p = self.root.join("tmp");
+        fs::create_dir_all(&p)?;
+        Ok(p)
+    }
+}
+
+/// One set of directories that a sandbox mounts: crate, vendored dependencies, cargo home.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Template {
+    /// The crate with its lockfile and warm `target/`.
+    pub workspace: PathBuf,
+    /// Vendored dependencies.
+    pub vendor: PathBuf,
+    /// Directory holding cargo's `config.toml`.
+    pub cargo: PathBuf,
+    /// The external oracle package (grading templates of external-oracle cases only).
+    pub oracle: Option<PathBuf>,
+}
+
+impl Template {
+    /// The sandbox layout over this template, with `workspace` (a copy, or the template itself)
+    /// mounted read-write at `/workspace`.
+    pub fn sandbox_spec(&self, toolchain: &Toolchain, workspace: &Path, oracle: Option<&Path>) -> SandboxSpec {
+        let mut spec = SandboxSpec::new(Some(toolchain.clone()), GUEST_WORKSPACE)
+            .mount(Mount::rw(workspace, GUEST_WORKSPACE))
+            .mount(Mount::ro(&self.vendor, GUEST_VENDOR))
+            .mount(Mount::ro(self.cargo.join("config.toml"), format!("{GUEST_CARGO_HOME}/config.toml")))
+            .env("CARGO_HOME", GUEST_CARGO_HOME);
+        spec.tmpfs.push(GUEST_CARGO_HOME.to_string());
+        if let Some(o) = oracle {
+            spec = spec.mount(Mount::rw(o, GUEST_ORACLE));
+        }
+        spec
+    }
+}
+
+/// What `stamp.json` records about a prepared case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stamp {
+    /// Format version of this file.
+    pub schema_version: u32,
+    /// Hash of everything the preparation depends on.
+    pub inputs: String,
+    /// The case id.
+    pub case_id: String,
+    /// The subject crate's name.
+    pub crate_name: String,
+    /// Whether cargo's configuration patches the subject crate to the workspace (needed when a
+    /// dependency of the crate depends back on it).
+    pub self_patch: bool,
+    /// Files of the published crate left out of the workspace.
+    pub removed: Vec<String>,
+    /// Number of vendored packages for the agent.
+    pub vendored_packages: usize,
+    /// The agent's template.
+    pub agent: Template,
+    /// The grader's template.
+    pub grade: Template,
+    /// Seconds the first preparation took.
+    pub prepare_secs: f64,
+}
+
+/// A case ready for agents and graders.
+#[derive(Debug, Clone)]
+pub struct PreparedCase {
+    /// The recorded preparation.
+    pub stamp: Stamp,
+    /// The buggy and fixed trees in the store (for the gold patch; never mounted for agents).
+    pub sources: CaseSources,
+    /// Whether this call found everything in place and only checked the build cache.
+    pub reused: bool,
+}
+
+/// Options for [`prepare`].
+#[derive(Debug, Clone, Default)]
+pub struct PrepareOptions {
+    /// Rebuild from scratch even when a matching workspace exists.
+    pub force: bool,
+}
+
+fn hash_inputs(case: &Case, toolchain: &Toolchain) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(format!("prepare-v{PREPARE_VERSION}\n"));
+    h.update(toolchain.sysroot.to_string_lossy().as_bytes());
+    h.update(fs::read(case.dir.join("case.toml"))?);
+    if let Some(lock) = case.lockfile() {
+        h.update(fs::read(lock)?);
+    }
+    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(case.oracle_dir())
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .filter(|p| !p.components().any(|c| c.as_os_str() == "target"))
+        .collect();
+    files.sort();
+    for f in files {
+        h.update(f.strip_prefix(&case.dir).unwrap_or(&f).to_string_lossy().as_bytes());
+        h.update(fs::read(&f)?);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Prepares (or re-checks) the workspace of a case.
+pub async fn prepare(
+    case: &Case,
+    data: &DataDir,
+    toolchain: &Toolchain,
+    opts: &PrepareOptions,
+) -> Result<PreparedCase> {
+    let started = Instant::now();
+    let root = data.workspace_dir(case.id());
+    fs::create_dir_all(root.parent().expect("has parent"))?;
+    let lock_file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.with_extension("lock"))?;
+    lock_file.lock().context("locking the case's workspace")?;
+
+    let sources = data.store().case_sources(&case.manifest, &case.dir)?;
+    let inputs = hash_inputs(case, toolchain)?;
+    let stamp_path = root.join("stamp.json");
+    if !opts.force
+        && let Ok(stamp) = faultline_schema::io::read_json::<Stamp>(&stamp_path, "workspace stamp")
+        && stamp.inputs == inputs
+        && stamp.agent.workspace.join("target").is_dir()
+    {
+        warm_build(&stamp.agent, toolchain, false).await?;
+        return Ok(PreparedCase {
+            stamp,
+            sources,
+            reused: true,
+        });
+    }
+
+    let staging = root.with_extension("partial");
+    if staging.exists() {
+        fs::remove_dir_all(&staging)?;
+    }
+    let stamp = build_fresh(case, &sources, &staging, &root, toolchain, inputs).await?;
+    if root.exists() {
+        fs::remove_dir_all(&root)?;
+    }
+    fs::rename(&staging, &root)?;
+    let stamp = Stamp {
+        prepare_secs: started.elapsed().as_secs_f64(),
+        ..stamp
+    };
+    faultline_schema::io::write_json_atomic(&stamp_path, &stamp)?;
+    Ok(PreparedCase {
+        stamp,
+        sources,
+        reused: false,
+    })
+}
+
+/// Builds a case's templates in `staging`, with paths recorded as they will be under `final_root`.
+async fn build_fresh(
+    case: &Case,
+    sources: &CaseSources,
+    staging: &Path,
+    final_root: &Path,
+    toolchain: &Toolchain,
+    inputs: String,
+) -> Result<Stamp> {
+    let name = case.manifest.source.crate_name().to_string();
+    let agent_ws = staging.join("agent/workspace");
+    let mut removed = Vec::new();
+    copy_tree(&sources.buggy, &agent_ws, &|rel| !is_history_file(rel))?;
+    for entry in walkdir::WalkDir::new(&sources.buggy).min_depth(1) {
+        let entry = entry?;
+        let rel = entry.path().strip_prefix(&sources.buggy).expect("under root");
+        if is_history_file(rel) && rel.components().count() == 1 {
+            removed.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    removed.sort();
+
+    // Resolve the lockfile: the curator's, or today's resolution honouring the pins.
+    let lock_path = agent_ws.join("Cargo.lock");
+    let pins = case.manifest.source.pins();
+    if let Some(lock) = case.lockfile() {
+        fs::copy(lock, &lock_path)?;
+    } else {
+        tracing::warn!("{}: no committed Cargo.lock; resolving today's versions", case.id());
+        resolve_lock(&agent_ws, &name, pins, false)?;
+        if depends_back_on(&lock_path, &name)? {
+            resolve_lock(&agent_ws, &name, pins, true)?;
+        }
+    }
+    let self_patch = depends_back_on(&lock_path, &name)?;
+    check_single_subject(&lock_path, &name)?;
+
+    let patch_config = |ws: &Path| -> Vec<String> {
+        if self_patch {
+            vec![
+                "--config".into(),
+                format!("patch.crates-io.{name}.path={:?}", ws.to_string_lossy()),
+            ]
+        } else {
+            Vec::new()
+        }
+    };
+
+    let agent_vendor = staging.join("agent/vendor");
+    let mut args = vec!["vendor".to_string(), "--locked".into(), "--versioned-dirs".into()];
+    args.extend(patch_config(&agent_ws));
+    args.push(agent_vendor.to_string_lossy().into_owned());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    host_cargo(&agent_ws, &argv).context("vendoring the crate's dependencies")?;
+    check_vendor(&agent_vendor, &name)?;
+    let fixed_hashes = fixed_only_hashes(&sources.buggy, &sources.fixed)?;
+    check_no_fixed_files(&agent_ws, &fixed_hashes)?;
+    check_no_fixed_files(&agent_vendor, &fixed_hashes)?;
+
+    let agent_cargo = staging.join("agent/cargo");
+    write_cargo_config(&agent_cargo, &name, self_patch)?;
+    let at_final = |p: &Path| final_root.join(p.strip_prefix(staging).expect("under staging"));
+    let staged_agent = Template {
+        workspace: agent_ws.clone(),
+        vendor: agent_vendor.clone(),
+        cargo: agent_cargo.clone(),
+        oracle: None,
+    };
+    warm_build(&staged_agent, toolchain, true).await?;
+    let vendored_packages = fs::read_dir(&agent_vendor)?.count();
+
+    let grade = match case.manifest.oracle.kind {
+        OracleKind::InCrate => staged_agent.clone(),
+        OracleKind::External => {
+            prepare_external_oracle(case, &staged_agent, staging, &name, toolchain, &fixed_hashes)
+                .await?
+        }
+    };
+    let finalize = |t: &Template| Template {
+        workspace: at_final(&t.workspace),
+        vendor: at_final(&t.vendor),
+        cargo: at_final(&t.cargo),
+        oracle: t.oracle.as_deref().map(at_final),
+    };
+    Ok(Stamp {
+        schema_version: 1,
+        inputs,
+        case_id: case.id().to_string(),
+        crate_name: name,
+        self_patch,
+        removed,
+        vendored_packages,
+        agent: finalize(&staged_agent),
+        grade: finalize(&grade),
+        prepare_secs: 0.0,
+    })
+}
+
+/// Builds the grading template of an external-oracle case: the agent's warm workspace plus the
+/// oracle package, with a vendor directory that covers both.
+async fn prepare_external_oracle(
+    case: &Case,
+    agent: &Template,
+    staging: &Path,
+    name: &str,
+    toolchain: &Toolchain,
+    fixed_hashes: &BTreeMap<String, String>,
+) -> Result<Template> {
+    let grade_ws = staging.join("grade/workspace");
+    copy_preserving(&agent.workspace, &grade_ws)?;
+    let oracle = staging.join("grade/oracle");
+    copy_tree(&case.oracle_dir(), &oracle, &|rel| !rel.starts_with("target"))?;
+    let manifest = fs::read_to_string(oracle.join("Cargo.toml"))?;
+    if !manifest.contains("[workspace]") {
+        bail!(
+            "{}: oracle/Cargo.toml must contain an empty [workspace] table so it builds on its own",
+            case.id()
+        );
+    }
+    let patch = format!("patch.crates-io.{name}.path={:?}", grade_ws.to_string_lossy());
+    if !oracle.join("Cargo.lock").is_file() {
+        tracing::warn!("{}: no committed oracle/Cargo.lock; resolving today's versions", case.id());
+        fs::copy(agent.workspace.join("Cargo.lock"), oracle.join("Cargo.lock"))?;
+        host_cargo(&oracle, &["metadata", "--format-version", "1", "--config", &patch])?;
+        apply_pins(&oracle, case.manifest.source.pins(), Some(&patch));
+    }
+    check_single_subject(&oracle.join("Cargo.lock"), name)?;
+    let vendor = staging.join("grade/vendor");
+    host_cargo(
+        &grade_ws,
+        &[
+            "vendor",
+            "--locked",
+            "--versioned-dirs",
+            "--config",
+            &patch,
+            "--sync",
+            &oracle.join("Cargo.toml").to_string_lossy(),
+            &vendor.to_string_lossy(),
+        ],
+    )
+    .context("vendoring the oracle's dependencies")?;
+    check_vendor(&vendor, name)?;
+    check_no_fixed_files(&vendor, fixed_hashes)?;
+    let cargo = staging.join("grade/cargo");
+    write_cargo_config(&cargo, name, true)?;
+    let grade = Template {
+        workspace: grade_ws,
+        vendor,
+        cargo,
+        oracle: Some(oracle.clone()),
+    };
+    let sandbox = Sandbox::new(grade.sandbox_spec(toolchain, &grade.workspace, Some(&oracle)))?;
+    let out = sandbox
+        .exec(
+            &ExecRequest::argv(
+                ["cargo", "test", "--no-run", "--offline", "--locked", "--tests"],
+                BUILD_TIMEOUT,
+            )
+            .workdir(GUEST_ORACLE)
+            .env("CARGO_TARGET_DIR", format!("{GUEST_WORKSPACE}/target")),
+        )
+        .await?;
+    if !out.success() {
+        bail!(
+            "{}: building the oracle failed:\n{}",
+            case.id(),
+            out.stderr.text
+        );
+    }
+    Ok(grade)
+}
+
+fn resolve_lock(ws: &Path, name: &str, pins: &[faultline_schema::Pin], self_patch: bool) -> Result<()> {
+    let patch = format!("patch.crates-io.{name}.path={:?}", ws.to_string_lossy());
+    let mut args = vec!["generate-lockfile"];
+    if self_patch {
+        args.extend(["--config", &patch]);
+    }
+    host_cargo(ws, &args)?;
+    apply_pins(ws, pins, self_patch.then_some(patch.as_str()));
+    Ok(())
+}
+
+fn apply_pins(dir: &Path, pins: &[faultline_schema::Pin], patch: Option<&str>) {
+    for pin in pins {
+        let version = pin.version.to_string();
+        let mut args = vec!["update", "-p", &pin.crate_name, "--precise", &version];
+        if let Some(p) = patch {
+            args.extend(["--config", p]);
+        }
+        if let Err(e) = host_cargo(dir, &args) {
+            tracing::info!("pin {} {} not applied: {e:#}", pin.crate_name, pin.version);
+        }
+    }
+}
+
+/// Whether some locked package other than the crate itself depends on the crate (so a registry
+/// copy, possibly a fixed version, would otherwise be pulled in).
+fn depends_back_on(lock: &Path, name: &str) -> Result<bool> {
+    #[derive(Deserialize)]
+    struct Lock {
+        #[serde(default)]
+        package: Vec<Pkg>,
+    }
+    #[derive(Deserialize)]
+    struct Pkg {
+        name: String,
+        source: Option<String>,
+        #[serde(default)]
+        dependencies: Vec<String>,
+    }
+    let lock: Lock = toml::from_str(&fs::read_to_string(lock)?)?;
+    Ok(lock.package.iter().any(|p| {
+        !(p.name == name && p.source.is_none())
+            && p.dependencies
+                .iter()
+                .any(|d| d.split(' ').next() == Some(name))
+    }))
+}
+
+/// The lockfile holds the subject exactly once, as the local path package.
+fn check_single_subject(lock: &Path, name: &str) -> Result<()> {
+    let copies: Vec<_> = read_lock(lock)?
+        .into_iter()
+        .filter(|p| p.name == name)
+        .collect();
+    match copies.as_slice() {
+        [only] if only.source.is_none() => Ok(()),
+        _ => bail!(
+            "{} resolves {} copies of `{name}` ({}); only the workspace's own copy may be reachable, \
+             or a dependency could bring in the fixed code",
+            lock.display(),
+            copies.len(),
+            copies
+                .iter()
+                .map(|p| format!("{} from {}", p.version, p.source.as_deref().unwrap_or("the workspace")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// No vendored package is a copy of the subject crate.
+fn check_vendor(vendor: &Path, name: &str) -> Result<()> {
+    let prefix = format!("{name}-");
+    for entry in fs::read_dir(vendor)? {
+        let dir = entry?.file_name().to_string_lossy().into_owned();
+        let is_copy = dir == name
+            || dir
+                .strip_prefix(&prefix)
+                .is_some_and(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()));
+        if is_copy {
+            bail!("vendored dependencies contain `{dir}`, another copy of the subject crate; refusing to prepare");
+        }
+    }
+    Ok(())
+}
+
+/// Hashes of the fixed tree's files whose content the buggy tree does not have (path -> hash).
+fn fixed_only_hashes(buggy: &Path, fixed: &Path) -> Result<BTreeMap<String, String>> {
+    let gold = diff_trees(buggy, fixed)?;
+    let mut out = BTreeMap::new();
+    let mut consider: BTreeSet<String> = gold.files.iter().map(|f| f.path.clone()).collect();
+    consider.extend(gold.excluded.iter().cloned());
+    for rel in consider {
+        let path = fixed.join(&rel);
+        if let Ok(bytes) = fs::read(&path) {
+            if bytes.len() < 64 {
+                continue;
+            }
+            out.insert(hex::encode(Sha256::digest(&bytes)), rel);
+        }
+    }
+    Ok(out)
+}
+
+/// No file under `dir` (outside `target/`) has the content of a file only the fixed version has.
+fn check_no_fixed_files(dir: &Path, fixed: &BTreeMap<String, String>) -> Result<()> {
+    for entry in walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != "target")
+    {
+        let entry = entry?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let bytes = fs::read(entry.path())?;
+        if let Some(rel) = fixed.get(&hex::encode(Sha256::digest(&bytes))) {
+            bail!(
+                "{} has the content of the fixed version's {rel}; refusing to prepare",
+                entry.path().display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    let mut text = format!(
+        "[source.crates-io]\nreplace-with = \"vendored-sources\"\n\n\
+         [source.vendored-sources]\ndirectory = \"{GUEST_VENDOR}\"\n\n[net]\noffline = true\n"
+    );
+    if self_patch {
+        text.push_str(&format!(
+            "\n[patch.crates-io]\n{name} = {{ path = \"{GUEST_WORKSPACE}\" }}\n"
+        ));
+    }
+    fs::write(dir.join("config.toml"), text)?;
+    Ok(())
+}
+
+/// Builds (or, when warm, checks) the crate and its tests inside the sandbox, offline.
+async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<()> {
+    let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
+    let steps: &[&[&str]] = &[
+        &["cargo", "build", "--offline", "--locked"],
+        &["cargo", "test", "--no-run", "--offline", "--locked"],
+    ];
+    for step in steps {
+        let out = sandbox.exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT)).await?;
+        if !out.success() {
+            bail!(
+                "`{}` failed in the {} workspace:\n{}",
+                step.join(" "),
+                if first { "new" } else { "prepared" },
+                out.stderr.text
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Copies a tree with `cp -a`, keeping modification times so cargo's build cache stays fresh.
+pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .context("running cp")?;
+    if !status.success() {
+        bail!("copying {} to {} failed", from.display(), to.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_files_are_dropped() {
+        for p in [".cargo_vcs_info.json", "Cargo.toml.orig", "CHANGELOG.md", "RELEASES.md", "Cargo.lock", ".git/HEAD"] {
+            assert!(is_history_file(Path::new(p)), "{p}");
+        }
+        for p in ["src/lib.rs", "README.md", "src/changelog.rs", "Cargo.toml"] {
+            assert!(!is_history_file(Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_second_copy_of_the_subject_is_refused() {
+        let vendor = tempfile::tempdir().unwrap();
+        fs::create_dir(vendor.path().join("openraft-memstore-0.9.24")).unwrap();
+        check_vendor(vendor.path(), "openraft").unwrap();
+        fs::create_dir(vendor.path().join("openraft-0.9.25")).unwrap();
+        let err = check_vendor(vendor.path(), "openraft").unwrap_err().to_string();
+        assert!(err.contains("openraft-0.9.25"), "{err}");
+    }
+
+    #[test]
+    fn a_lockfile_with_a_registry_copy_of_the_subject_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("Cargo.lock");
+        fs::write(&lock, "version = 4\n\n[[package]]\nname = \"kv\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"kv\"\nversion = \"0.1.1\"\nsource = \"registry+x\"\n\n[[package]]\nname = \"kv-mem\"\nversion = \"0.1.0\"\nsource = \"registry+x\"\ndependencies = [\"kv 0.1.1\"]\n").unwrap();
+        assert!(depends_back_on(&lock, "kv").unwrap());
+        let err = check_single_subject(&lock, "kv").unwrap_err().to_string();
+        assert!(err.contains("2 copies"), "{err}");
+    }
+}
