@@ -46,7 +46,9 @@ pub fn read_lock(path: &Path) -> Result<Vec<LockedPackage>> {
         #[serde(default)]
         package: Vec<LockedPackage>,
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let lock: Lock = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let lock: Lock =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     Ok(lock.package)
 }

@@ -3,47 +3,17 @@
 
 use crate::case::Case;
 use crate::gold::{GoldDiff, diff_trees};
-use crate::leak::{LeakCheck, LeakFinding};
+use crate::leak::LeakCheck;
 use crate::store::CaseSources;
 use crate::tokens::{self, BUNDLE_TOKEN_BUDGET, SYMPTOM_TOKEN_BUDGET};
 use anyhow::Result;
+pub use faultline_schema::validation::StaticReport;
 use regex::Regex;
-use serde::Serialize;
 use std::fs;
 use std::path::Path;
 
 /// Directory beside the bundle files that holds the program that produced them.
 pub const BUNDLE_GENERATOR_DIR: &str = "generator";
-
-/// What the static checks found.
-#[derive(Debug, Clone, Serialize)]
-pub struct StaticReport {
-    /// Tokens in `symptom.md` (o200k).
-    pub symptom_tokens: usize,
-    /// Tokens in all bundle files together.
-    pub bundle_tokens: usize,
-    /// Number of bundle files.
-    pub bundle_files: usize,
-    /// Source files the gold patch changes.
-    pub gold_files: usize,
-    /// Lines the gold patch adds or removes.
-    pub gold_changed_lines: u32,
-    /// Number of labeled blocks.
-    pub blocks: usize,
-    /// Leaks found in the symptom and the bundle.
-    pub leaks: Vec<LeakFinding>,
-    /// The causal functions (enclosing a labeled block) that the symptom names.
-    pub symptom_names: Vec<String>,
-    /// Every rule the case breaks; empty when it passes.
-    pub problems: Vec<String>,
-}
-
-impl StaticReport {
-    /// Whether the symptom names a function that contains a labeled block.
-    pub fn symptom_names_causal_function(&self) -> bool {
-        !self.symptom_names.is_empty()
-    }
-}
 
 /// Runs the static checks of a case against its buggy and fixed trees.
 pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport, GoldDiff)> {
@@ -57,7 +27,9 @@ pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport
     for (i, b) in case.manifest.blocks.iter().enumerate() {
         let label = format!("blocks[{i}] {}:{}-{}", b.file, b.start, b.end);
         let Ok(text) = fs::read_to_string(sources.buggy.join(&b.file)) else {
-            problems.push(format!("{label}: the file does not exist in the buggy source"));
+            problems.push(format!(
+                "{label}: the file does not exist in the buggy source"
+            ));
             continue;
         };
         let lines: Vec<&str> = text.lines().collect();
@@ -169,7 +141,13 @@ mod tests {
 
     #[test]
     fn finds_the_enclosing_function() {
-        let lines = ["impl A {", "    pub fn apply(&mut self) {", "        x += 1;", "    }", "}"];
+        let lines = [
+            "impl A {",
+            "    pub fn apply(&mut self) {",
+            "        x += 1;",
+            "    }",
+            "}",
+        ];
         assert_eq!(enclosing_fn(&lines, 3).as_deref(), Some("apply"));
         assert_eq!(enclosing_fn(&lines, 1), None);
     }

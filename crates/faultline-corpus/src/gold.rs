@@ -135,8 +135,16 @@ pub fn diff_trees(buggy: &Path, fixed: &Path) -> Result<GoldDiff, GoldError> {
             gold.excluded.push(rel.clone());
             continue;
         }
-        let old = if in_old { Some(read_text(buggy, rel)?) } else { None };
-        let new = if in_new { Some(read_text(fixed, rel)?) } else { None };
+        let old = if in_old {
+            Some(read_text(buggy, rel)?)
+        } else {
+            None
+        };
+        let new = if in_new {
+            Some(read_text(fixed, rel)?)
+        } else {
+            None
+        };
         let hunks = hunks_of(old.as_deref().unwrap_or(""), new.as_deref().unwrap_or(""));
         gold.files.push(FileDiff {
             path: rel.clone(),
@@ -157,7 +165,11 @@ fn hunks_of(old: &str, new: &str) -> Vec<Hunk> {
             let o = op.old_range();
             let n = op.new_range();
             Hunk {
-                old_start: if o.is_empty() { o.start as u32 } else { o.start as u32 + 1 },
+                old_start: if o.is_empty() {
+                    o.start as u32
+                } else {
+                    o.start as u32 + 1
+                },
                 old_len: o.len() as u32,
                 new_start: n.start as u32 + 1,
                 new_len: n.len() as u32,
@@ -184,10 +196,22 @@ impl GoldDiff {
                 (Some(_), None) => out.push_str("deleted file mode 100644\n"),
                 _ => {}
             }
-            let a = if f.old.is_some() { format!("a/{}", f.path) } else { "/dev/null".into() };
-            let b = if f.new.is_some() { format!("b/{}", f.path) } else { "/dev/null".into() };
+            let a = if f.old.is_some() {
+                format!("a/{}", f.path)
+            } else {
+                "/dev/null".into()
+            };
+            let b = if f.new.is_some() {
+                format!("b/{}", f.path)
+            } else {
+                "/dev/null".into()
+            };
             let diff = TextDiff::from_lines(old, new);
-            let body = diff.unified_diff().context_radius(3).header(&a, &b).to_string();
+            let body = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(&a, &b)
+                .to_string();
             out.push_str(&body);
         }
         out
@@ -208,7 +232,9 @@ impl GoldDiff {
     pub fn added_lines(&self) -> Vec<(&str, &str)> {
         let mut out = Vec::new();
         for f in &self.files {
-            let Some(new) = f.new.as_deref() else { continue };
+            let Some(new) = f.new.as_deref() else {
+                continue;
+            };
             let lines: Vec<&str> = new.lines().collect();
             for h in &f.hunks {
                 let from = h.new_start as usize - 1;
@@ -224,7 +250,9 @@ impl GoldDiff {
     pub fn changed_old_lines(&self) -> Vec<(&str, u32, &str)> {
         let mut out = Vec::new();
         for f in &self.files {
-            let Some(old) = f.old.as_deref() else { continue };
+            let Some(old) = f.old.as_deref() else {
+                continue;
+            };
             let lines: Vec<&str> = old.lines().collect();
             for h in &f.hunks {
                 for n in h.old_start..h.old_start + h.old_len {
@@ -278,20 +306,42 @@ mod tests {
         let gold = diff_trees(a.path(), b.path()).unwrap();
         let paths: Vec<_> = gold.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["src/lib.rs", "src/new.rs"]);
-        assert_eq!(gold.excluded, ["CHANGELOG.md", "Cargo.toml", "tests/regress.rs"]);
+        assert_eq!(
+            gold.excluded,
+            ["CHANGELOG.md", "Cargo.toml", "tests/regress.rs"]
+        );
         assert_eq!(
             gold.file("src/lib.rs").unwrap().hunks,
-            vec![Hunk { old_start: 2, old_len: 1, new_start: 2, new_len: 1 }]
+            vec![Hunk {
+                old_start: 2,
+                old_len: 1,
+                new_start: 2,
+                new_len: 1
+            }]
         );
         assert!(gold.touches("src/lib.rs", 1, 2));
         assert!(!gold.touches("src/lib.rs", 3, 3));
-        assert_eq!(gold.added_lines(), vec![("src/lib.rs", "fn b() { 2 }"), ("src/new.rs", "pub fn n() {}")]);
-        assert_eq!(gold.changed_old_lines(), vec![("src/lib.rs", 2, "fn b() { 1 }")]);
+        assert_eq!(
+            gold.added_lines(),
+            vec![
+                ("src/lib.rs", "fn b() { 2 }"),
+                ("src/new.rs", "pub fn n() {}")
+            ]
+        );
+        assert_eq!(
+            gold.changed_old_lines(),
+            vec![("src/lib.rs", 2, "fn b() { 1 }")]
+        );
     }
 
     #[test]
     fn a_pure_insertion_touches_its_neighbours() {
-        let h = Hunk { old_start: 5, old_len: 0, new_start: 6, new_len: 2 };
+        let h = Hunk {
+            old_start: 5,
+            old_len: 0,
+            new_start: 6,
+            new_len: 2,
+        };
         assert!(h.touches_old(5, 5));
         assert!(h.touches_old(6, 9));
         assert!(!h.touches_old(7, 9));
@@ -300,8 +350,14 @@ mod tests {
 
     #[test]
     fn the_unified_diff_applies_with_git() {
-        let a = tree(&[("src/lib.rs", "one\ntwo\nthree\n"), ("src/gone.rs", "bye\n")]);
-        let b = tree(&[("src/lib.rs", "one\n2\nthree\nfour"), ("src/new.rs", "hello\n")]);
+        let a = tree(&[
+            ("src/lib.rs", "one\ntwo\nthree\n"),
+            ("src/gone.rs", "bye\n"),
+        ]);
+        let b = tree(&[
+            ("src/lib.rs", "one\n2\nthree\nfour"),
+            ("src/new.rs", "hello\n"),
+        ]);
         let gold = diff_trees(a.path(), b.path()).unwrap();
         let patch = gold.unified();
         let patch_file = a.path().join("../gold.patch");
@@ -314,7 +370,10 @@ mod tests {
             .unwrap();
         assert!(status.success(), "git apply rejected:\n{patch}");
         let again = diff_trees(a.path(), b.path()).unwrap();
-        assert!(again.is_empty(), "trees still differ after applying:\n{patch}");
+        assert!(
+            again.is_empty(),
+            "trees still differ after applying:\n{patch}"
+        );
         fs::remove_file(patch_file).unwrap();
     }
 }

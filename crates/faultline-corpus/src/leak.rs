@@ -5,6 +5,7 @@
 //! buggy source, lands on a line the fix rewrites.
 
 use crate::gold::GoldDiff;
+pub use faultline_schema::validation::{LeakFinding, LeakKind};
 use regex::Regex;
 use std::collections::BTreeSet;
 
@@ -13,33 +14,6 @@ const MIN_LEAK_LINE: usize = 12;
 
 /// Quoted strings shorter than this are too generic to search for.
 const MIN_QUOTE: usize = 8;
-
-/// One leak, where it is, and why it counts.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LeakFinding {
-    /// The text that leaks (`symptom.md` or `context/<file>`).
-    pub file: String,
-    /// 1-based line in that text.
-    pub line: usize,
-    /// What kind of leak it is.
-    pub kind: LeakKind,
-    /// The offending fragment.
-    pub excerpt: String,
-}
-
-/// The kinds of leak the check knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LeakKind {
-    /// A line the gold patch adds.
-    FixLine,
-    /// The fixed version number or commit.
-    FixedVersion,
-    /// An upstream issue, pull request, commit or repository reference.
-    UpstreamReference,
-    /// A quoted string found on a line the fix rewrites.
-    QuoteLocatesFix,
-}
 
 /// What the check looks for, derived once per case.
 #[derive(Debug)]
@@ -89,7 +63,8 @@ impl LeakCheck {
             }
             for c in hex.captures_iter(r) {
                 let prefix = &c[1][..7];
-                references.push(Regex::new(&format!(r"\b{prefix}[0-9a-f]*\b")).expect("valid regex"));
+                references
+                    .push(Regex::new(&format!(r"\b{prefix}[0-9a-f]*\b")).expect("valid regex"));
             }
         }
         let repo = upstream
@@ -157,8 +132,11 @@ impl LeakCheck {
 /// A regex matching `s` not preceded or followed by a digit, letter or dot-digit (so `0.9.24`
 /// does not match inside `0.9.245`).
 fn word_regex(s: &str) -> Regex {
-    Regex::new(&format!(r"(^|[^0-9A-Za-z.]){}($|[^0-9A-Za-z]|\.[^0-9])", regex::escape(s)))
-        .expect("escaped text is a valid regex")
+    Regex::new(&format!(
+        r"(^|[^0-9A-Za-z.]){}($|[^0-9A-Za-z]|\.[^0-9])",
+        regex::escape(s)
+    ))
+    .expect("escaped text is a valid regex")
 }
 
 /// Strings a reader could paste into a search: `backticked` and "double-quoted" spans.
@@ -210,20 +188,37 @@ mod tests {
     #[test]
     fn versions_and_references_are_leaks() {
         let c = check();
-        let kinds = |t: &str| c.scan("symptom.md", t).into_iter().map(|f| f.kind).collect::<Vec<_>>();
-        assert_eq!(kinds("upgrading to 0.27.2 fixed it"), [LeakKind::FixedVersion]);
+        let kinds = |t: &str| {
+            c.scan("symptom.md", t)
+                .into_iter()
+                .map(|f| f.kind)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kinds("upgrading to 0.27.2 fixed it"),
+            [LeakKind::FixedVersion]
+        );
         assert_eq!(kinds("I use 0.27.1 and 0.27.21"), []);
         assert_eq!(kinds("see #642"), [LeakKind::UpstreamReference]);
         assert_eq!(kinds("see #6421"), []);
         assert_eq!(kinds("commit 648e7fe"), [LeakKind::UpstreamReference]);
-        assert_eq!(kinds("from example.org/team/kv"), [LeakKind::UpstreamReference]);
+        assert_eq!(
+            kinds("from example.org/team/kv"),
+            [LeakKind::UpstreamReference]
+        );
     }
 
     #[test]
     fn a_quote_that_finds_the_fixed_line_is_a_leak() {
         let c = check();
-        let found = c.scan("symptom.md", "the code does `let end = clock + len` somewhere");
+        let found = c.scan(
+            "symptom.md",
+            "the code does `let end = clock + len` somewhere",
+        );
         assert_eq!(found[0].kind, LeakKind::QuoteLocatesFix);
-        assert!(c.scan("symptom.md", "it printed `self.store(end)` twice").is_empty());
+        assert!(
+            c.scan("symptom.md", "it printed `self.store(end)` twice")
+                .is_empty()
+        );
     }
 }

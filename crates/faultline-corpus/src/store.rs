@@ -89,7 +89,13 @@ impl SourceStore {
             // A pin for a crate this dependency graph lacks is not an error here.
             let _ = host_cargo(
                 scratch.path(),
-                &["update", "-p", &pin.crate_name, "--precise", &pin.version.to_string()],
+                &[
+                    "update",
+                    "-p",
+                    &pin.crate_name,
+                    "--precise",
+                    &pin.version.to_string(),
+                ],
             );
         }
         let metadata = host_cargo(
@@ -108,10 +114,10 @@ impl SourceStore {
         let unpacked = Path::new(manifest)
             .parent()
             .context("manifest path has no parent")?;
-        let staging = self.root.join("tmp").join(format!(
-            "{name}-{version}.{}",
-            std::process::id()
-        ));
+        let staging = self
+            .root
+            .join("tmp")
+            .join(format!("{name}-{version}.{}", std::process::id()));
         if staging.exists() {
             fs::remove_dir_all(&staging)?;
         }
@@ -143,12 +149,29 @@ impl SourceStore {
         let clone = self.root.join("git").join(url_key);
         if !clone.join("HEAD").exists() {
             fs::create_dir_all(clone.parent().expect("has parent"))?;
-            run_git(None, &["clone", "--bare", "--quiet", &g.repository, &path_str(&clone)?])?;
+            run_git(
+                None,
+                &[
+                    "clone",
+                    "--bare",
+                    "--quiet",
+                    &g.repository,
+                    &path_str(&clone)?,
+                ],
+            )?;
         }
-        if run_git(Some(&clone), &["cat-file", "-e", &format!("{commit}^{{commit}}")]).is_err() {
+        if run_git(
+            Some(&clone),
+            &["cat-file", "-e", &format!("{commit}^{{commit}}")],
+        )
+        .is_err()
+        {
             run_git(Some(&clone), &["fetch", "--quiet", "origin", commit])?;
         }
-        let staging = self.root.join("tmp").join(format!("git-{commit}.{}", std::process::id()));
+        let staging = self
+            .root
+            .join("tmp")
+            .join(format!("git-{commit}.{}", std::process::id()));
         fs::create_dir_all(&staging)?;
         let archive = std::process::Command::new("git")
             .args(["archive", "--format=tar", commit])
@@ -156,7 +179,10 @@ impl SourceStore {
             .output()
             .context("running git archive")?;
         if !archive.status.success() {
-            bail!("git archive {commit} failed: {}", String::from_utf8_lossy(&archive.stderr));
+            bail!(
+                "git archive {commit} failed: {}",
+                String::from_utf8_lossy(&archive.stderr)
+            );
         }
         let mut tar = std::process::Command::new("tar")
             .args(["-x", "-C", &path_str(&staging)?])
@@ -174,7 +200,10 @@ impl SourceStore {
         fs::create_dir_all(dest.parent().expect("has parent"))?;
         fs::rename(&staging, &dest)?;
         if !crate_dir.join("Cargo.toml").is_file() {
-            bail!("commit {commit} has no Cargo.toml at {}", g.subdir.as_deref().unwrap_or("the root"));
+            bail!(
+                "commit {commit} has no Cargo.toml at {}",
+                g.subdir.as_deref().unwrap_or("the root")
+            );
         }
         Ok(crate_dir)
     }
@@ -237,7 +266,14 @@ mod tests {
         let repo = tempfile::tempdir().unwrap();
         let git = |args: &[&str]| {
             let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
                 .args(args)
                 .current_dir(repo.path())
                 .output()
@@ -247,7 +283,11 @@ mod tests {
         };
         git(&["init", "-q"]);
         fs::create_dir_all(repo.path().join("kv/src")).unwrap();
-        fs::write(repo.path().join("kv/Cargo.toml"), "[package]\nname = \"kv\"\n").unwrap();
+        fs::write(
+            repo.path().join("kv/Cargo.toml"),
+            "[package]\nname = \"kv\"\n",
+        )
+        .unwrap();
         fs::write(repo.path().join("kv/src/lib.rs"), "// buggy\n").unwrap();
         git(&["add", "."]);
         git(&["commit", "-qm", "buggy"]);
@@ -267,9 +307,15 @@ mod tests {
             pins: vec![],
         };
         let tree = store.git_tree(&source, &buggy).unwrap();
-        assert_eq!(fs::read_to_string(tree.join("src/lib.rs")).unwrap(), "// buggy\n");
+        assert_eq!(
+            fs::read_to_string(tree.join("src/lib.rs")).unwrap(),
+            "// buggy\n"
+        );
         let fixed_tree = store.git_tree(&source, &source.fixed_commit).unwrap();
-        assert_eq!(fs::read_to_string(fixed_tree.join("src/lib.rs")).unwrap(), "// fixed\n");
+        assert_eq!(
+            fs::read_to_string(fixed_tree.join("src/lib.rs")).unwrap(),
+            "// fixed\n"
+        );
         assert!(!tree.join(".git").exists());
     }
 }

@@ -14,8 +14,8 @@
 //! Paths inside the sandbox are fixed, so the build cache made here stays valid in every later
 //! sandbox, whatever machine directory the data lives in.
 
-use crate::case::Case;
 use crate::cargo::{host_cargo, read_lock};
+use crate::case::Case;
 use crate::gold::diff_trees;
 use crate::store::{CaseSources, SourceStore, copy_tree};
 use anyhow::{Context, Result, bail};
@@ -46,17 +46,31 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 /// Files of a published crate that name upstream history and so never reach a workspace.
 fn is_history_file(rel: &Path) -> bool {
     let name = rel.to_string_lossy().to_ascii_lowercase();
-    if matches!(name.as_str(), ".cargo_vcs_info.json" | "cargo.toml.orig" | ".cargo-ok" | "cargo.lock") {
+    if matches!(
+        name.as_str(),
+        ".cargo_vcs_info.json" | "cargo.toml.orig" | ".cargo-ok" | "cargo.lock"
+    ) {
         return true;
     }
-    if rel.components().any(|c| c.as_os_str() == ".git" || c.as_os_str() == "target") {
+    if rel
+        .components()
+        .any(|c| c.as_os_str() == ".git" || c.as_os_str() == "target")
+    {
         return true;
     }
     let top_level = rel.components().count() == 1;
     top_level
-        && ["changelog", "changes", "releases", "release-notes", "release_notes", "news", "history"]
-            .iter()
-            .any(|p| name.starts_with(p))
+        && [
+            "changelog",
+            "changes",
+            "releases",
+            "release-notes",
+            "release_notes",
+            "news",
+            "history",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// Where faultline keeps its store, workspaces and scratch files.
@@ -117,11 +131,19 @@ pub struct Template {
 impl Template {
     /// The sandbox layout over this template, with `workspace` (a copy, or the template itself)
     /// mounted read-write at `/workspace`.
-    pub fn sandbox_spec(&self, toolchain: &Toolchain, workspace: &Path, oracle: Option<&Path>) -> SandboxSpec {
+    pub fn sandbox_spec(
+        &self,
+        toolchain: &Toolchain,
+        workspace: &Path,
+        oracle: Option<&Path>,
+    ) -> SandboxSpec {
         let mut spec = SandboxSpec::new(Some(toolchain.clone()), GUEST_WORKSPACE)
             .mount(Mount::rw(workspace, GUEST_WORKSPACE))
             .mount(Mount::ro(&self.vendor, GUEST_VENDOR))
-            .mount(Mount::ro(self.cargo.join("config.toml"), format!("{GUEST_CARGO_HOME}/config.toml")))
+            .mount(Mount::ro(
+                self.cargo.join("config.toml"),
+                format!("{GUEST_CARGO_HOME}/config.toml"),
+            ))
             .env("CARGO_HOME", GUEST_CARGO_HOME);
         spec.tmpfs.push(GUEST_CARGO_HOME.to_string());
         if let Some(o) = oracle {
@@ -192,7 +214,12 @@ fn hash_inputs(case: &Case, toolchain: &Toolchain) -> Result<String> {
         .collect();
     files.sort();
     for f in files {
-        h.update(f.strip_prefix(&case.dir).unwrap_or(&f).to_string_lossy().as_bytes());
+        h.update(
+            f.strip_prefix(&case.dir)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
         h.update(fs::read(&f)?);
     }
     Ok(hex::encode(h.finalize()))
@@ -267,7 +294,10 @@ async fn build_fresh(
     copy_tree(&sources.buggy, &agent_ws, &|rel| !is_history_file(rel))?;
     for entry in walkdir::WalkDir::new(&sources.buggy).min_depth(1) {
         let entry = entry?;
-        let rel = entry.path().strip_prefix(&sources.buggy).expect("under root");
+        let rel = entry
+            .path()
+            .strip_prefix(&sources.buggy)
+            .expect("under root");
         if is_history_file(rel) && rel.components().count() == 1 {
             removed.push(rel.to_string_lossy().into_owned());
         }
@@ -280,7 +310,10 @@ async fn build_fresh(
     if let Some(lock) = case.lockfile() {
         fs::copy(lock, &lock_path)?;
     } else {
-        tracing::warn!("{}: no committed Cargo.lock; resolving today's versions", case.id());
+        tracing::warn!(
+            "{}: no committed Cargo.lock; resolving today's versions",
+            case.id()
+        );
         resolve_lock(&agent_ws, &name, pins, false)?;
         if depends_back_on(&lock_path, &name)? {
             resolve_lock(&agent_ws, &name, pins, true)?;
@@ -301,7 +334,11 @@ async fn build_fresh(
     };
 
     let agent_vendor = staging.join("agent/vendor");
-    let mut args = vec!["vendor".to_string(), "--locked".into(), "--versioned-dirs".into()];
+    let mut args = vec![
+        "vendor".to_string(),
+        "--locked".into(),
+        "--versioned-dirs".into(),
+    ];
     args.extend(patch_config(&agent_ws));
     args.push(agent_vendor.to_string_lossy().into_owned());
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -326,8 +363,15 @@ async fn build_fresh(
     let grade = match case.manifest.oracle.kind {
         OracleKind::InCrate => staged_agent.clone(),
         OracleKind::External => {
-            prepare_external_oracle(case, &staged_agent, staging, &name, toolchain, &fixed_hashes)
-                .await?
+            prepare_external_oracle(
+                case,
+                &staged_agent,
+                staging,
+                &name,
+                toolchain,
+                &fixed_hashes,
+            )
+            .await?
         }
     };
     let finalize = |t: &Template| Template {
@@ -363,7 +407,9 @@ async fn prepare_external_oracle(
     let grade_ws = staging.join("grade/workspace");
     copy_preserving(&agent.workspace, &grade_ws)?;
     let oracle = staging.join("grade/oracle");
-    copy_tree(&case.oracle_dir(), &oracle, &|rel| !rel.starts_with("target"))?;
+    copy_tree(&case.oracle_dir(), &oracle, &|rel| {
+        !rel.starts_with("target")
+    })?;
     let manifest = fs::read_to_string(oracle.join("Cargo.toml"))?;
     if !manifest.contains("[workspace]") {
         bail!(
@@ -371,11 +417,23 @@ async fn prepare_external_oracle(
             case.id()
         );
     }
-    let patch = format!("patch.crates-io.{name}.path={:?}", grade_ws.to_string_lossy());
+    let patch = format!(
+        "patch.crates-io.{name}.path={:?}",
+        grade_ws.to_string_lossy()
+    );
     if !oracle.join("Cargo.lock").is_file() {
-        tracing::warn!("{}: no committed oracle/Cargo.lock; resolving today's versions", case.id());
-        fs::copy(agent.workspace.join("Cargo.lock"), oracle.join("Cargo.lock"))?;
-        host_cargo(&oracle, &["metadata", "--format-version", "1", "--config", &patch])?;
+        tracing::warn!(
+            "{}: no committed oracle/Cargo.lock; resolving today's versions",
+            case.id()
+        );
+        fs::copy(
+            agent.workspace.join("Cargo.lock"),
+            oracle.join("Cargo.lock"),
+        )?;
+        host_cargo(
+            &oracle,
+            &["metadata", "--format-version", "1", "--config", &patch],
+        )?;
         apply_pins(&oracle, case.manifest.source.pins(), Some(&patch));
     }
     check_single_subject(&oracle.join("Cargo.lock"), name)?;
@@ -408,7 +466,14 @@ async fn prepare_external_oracle(
     let out = sandbox
         .exec(
             &ExecRequest::argv(
-                ["cargo", "test", "--no-run", "--offline", "--locked", "--tests"],
+                [
+                    "cargo",
+                    "test",
+                    "--no-run",
+                    "--offline",
+                    "--locked",
+                    "--tests",
+                ],
                 BUILD_TIMEOUT,
             )
             .workdir(GUEST_ORACLE)
@@ -425,7 +490,12 @@ async fn prepare_external_oracle(
     Ok(grade)
 }
 
-fn resolve_lock(ws: &Path, name: &str, pins: &[faultline_schema::Pin], self_patch: bool) -> Result<()> {
+fn resolve_lock(
+    ws: &Path,
+    name: &str,
+    pins: &[faultline_schema::Pin],
+    self_patch: bool,
+) -> Result<()> {
     let patch = format!("patch.crates-io.{name}.path={:?}", ws.to_string_lossy());
     let mut args = vec!["generate-lockfile"];
     if self_patch {
@@ -488,7 +558,11 @@ fn check_single_subject(lock: &Path, name: &str) -> Result<()> {
             copies.len(),
             copies
                 .iter()
-                .map(|p| format!("{} from {}", p.version, p.source.as_deref().unwrap_or("the workspace")))
+                .map(|p| format!(
+                    "{} from {}",
+                    p.version,
+                    p.source.as_deref().unwrap_or("the workspace")
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -505,7 +579,9 @@ fn check_vendor(vendor: &Path, name: &str) -> Result<()> {
                 .strip_prefix(&prefix)
                 .is_some_and(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()));
         if is_copy {
-            bail!("vendored dependencies contain `{dir}`, another copy of the subject crate; refusing to prepare");
+            bail!(
+                "vendored dependencies contain `{dir}`, another copy of the subject crate; refusing to prepare"
+            );
         }
     }
     Ok(())
@@ -573,7 +649,9 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
         &["cargo", "test", "--no-run", "--offline", "--locked"],
     ];
     for step in steps {
-        let out = sandbox.exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT)).await?;
+        let out = sandbox
+            .exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT))
+            .await?;
         if !out.success() {
             bail!(
                 "`{}` failed in the {} workspace:\n{}",
@@ -609,7 +687,14 @@ mod tests {
 
     #[test]
     fn history_files_are_dropped() {
-        for p in [".cargo_vcs_info.json", "Cargo.toml.orig", "CHANGELOG.md", "RELEASES.md", "Cargo.lock", ".git/HEAD"] {
+        for p in [
+            ".cargo_vcs_info.json",
+            "Cargo.toml.orig",
+            "CHANGELOG.md",
+            "RELEASES.md",
+            "Cargo.lock",
+            ".git/HEAD",
+        ] {
             assert!(is_history_file(Path::new(p)), "{p}");
         }
         for p in ["src/lib.rs", "README.md", "src/changelog.rs", "Cargo.toml"] {
@@ -623,7 +708,9 @@ mod tests {
         fs::create_dir(vendor.path().join("openraft-memstore-0.9.24")).unwrap();
         check_vendor(vendor.path(), "openraft").unwrap();
         fs::create_dir(vendor.path().join("openraft-0.9.25")).unwrap();
-        let err = check_vendor(vendor.path(), "openraft").unwrap_err().to_string();
+        let err = check_vendor(vendor.path(), "openraft")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("openraft-0.9.25"), "{err}");
     }
 

@@ -7,6 +7,7 @@
 pub mod case;
 pub mod io;
 pub mod schemas;
+pub mod validation;
 
 pub use case::{
     CaseManifest, CaseParseError, Category, LabeledBlock, OracleKind, OracleSpec, Pin,

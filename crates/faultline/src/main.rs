@@ -1,1 +1,129 @@
-fn main() {}
+//! The `faultline` command: argument parsing and wiring over the library crates.
+
+mod cases;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use faultline_corpus::{Corpus, DataDir};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A benchmark and harness for LLM agents on real distributed-systems bugs.
+#[derive(Parser)]
+#[command(name = "faultline", version, about)]
+struct Cli {
+    /// The corpus directory.
+    #[arg(
+        long,
+        global = true,
+        env = "FAULTLINE_CORPUS",
+        default_value = "corpus"
+    )]
+    corpus: PathBuf,
+    /// Where sources, workspaces and scratch files are kept
+    /// [default: $XDG_CACHE_HOME/faultline or ~/.cache/faultline].
+    #[arg(long, global = true, env = "FAULTLINE_DATA")]
+    data: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List, show and validate cases.
+    Cases {
+        #[command(subcommand)]
+        command: cases::CasesCommand,
+    },
+    /// Prepare a case's offline workspace (sources, vendored dependencies, warm build cache).
+    Prepare(cases::PrepareArgs),
+    /// Write the JSON Schemas of every on-disk format.
+    Schema {
+        /// Output directory.
+        #[arg(long, default_value = "schemas")]
+        out: PathBuf,
+        /// Fail if the files on disk differ from the generated ones instead of writing them.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// What every command needs: where the corpus and the data live.
+pub struct Env {
+    corpus_dir: PathBuf,
+    data: DataDir,
+}
+
+impl Env {
+    fn corpus(&self) -> Result<Corpus> {
+        let corpus = Corpus::load(&self.corpus_dir).with_context(|| {
+            format!(
+                "cannot load the corpus at {} (set --corpus or FAULTLINE_CORPUS)",
+                self.corpus_dir.display()
+            )
+        })?;
+        for e in &corpus.errors {
+            eprintln!("warning: skipping a case that does not load: {e}");
+        }
+        Ok(corpus)
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FAULTLINE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let data = match cli.data {
+        Some(root) => DataDir { root },
+        None => DataDir::from_env()?,
+    };
+    let ctx = Env {
+        corpus_dir: cli.corpus,
+        data,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Command::Cases { command } => runtime.block_on(cases::run(&ctx, command)),
+        Command::Prepare(args) => runtime.block_on(cases::prepare(&ctx, args)),
+        Command::Schema { out, check } => schema(&out, check),
+    }
+}
+
+fn schema(out: &std::path::Path, check: bool) -> Result<ExitCode> {
+    let mut stale = Vec::new();
+    for (name, text) in faultline_schema::schemas::all() {
+        let path = out.join(name);
+        if check {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(path.display().to_string());
+            }
+        } else {
+            faultline_schema::io::write_atomic(&path, text.as_bytes())?;
+            println!("wrote {}", path.display());
+        }
+    }
+    if stale.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "schemas out of date (run `faultline schema`): {}",
+            stale.join(", ")
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}

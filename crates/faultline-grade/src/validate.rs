@@ -1,0 +1,340 @@
+//! Case validation: a case is admitted only if its oracle fails on the buggy version k times out
+//! of k, passes with the gold patch k times out of k, its regression tests pass on both, and
+//! its texts pass the static checks.
+
+use crate::libtest::RunVerdict;
+use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
+use anyhow::Result;
+use faultline_corpus::checks::static_checks;
+use faultline_corpus::{Case, DataDir, GoldDiff, PrepareOptions, PreparedCase, prepare};
+use faultline_sandbox::Toolchain;
+use faultline_schema::OracleKind;
+use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
+use std::time::{Duration, Instant};
+
+/// Options for validating cases.
+#[derive(Debug, Clone)]
+pub struct ValidateOptions {
+    /// Oracle runs per version.
+    pub k: u32,
+    /// Rebuild workspaces even when they are prepared.
+    pub force_prepare: bool,
+}
+
+impl Default for ValidateOptions {
+    fn default() -> Self {
+        ValidateOptions {
+            k: 5,
+            force_prepare: false,
+        }
+    }
+}
+
+/// Which version of the code a workbench holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// The buggy source as published.
+    Buggy,
+    /// The buggy source with the gold patch applied.
+    Gold,
+}
+
+/// Validates one case; infrastructure failures (no sandbox, no network for the first fetch)
+/// are errors, everything about the case itself is a problem in the report.
+pub async fn validate_case(
+    case: &Case,
+    data: &DataDir,
+    toolchain: &Toolchain,
+    opts: &ValidateOptions,
+) -> Result<CaseValidation> {
+    let started = Instant::now();
+    let m = &case.manifest;
+    let mut report = CaseValidation {
+        case_id: m.id.clone(),
+        system: m.system.clone(),
+        category: m.category.to_string(),
+        tier: m.tier,
+        oracle_kind: match m.oracle.kind {
+            OracleKind::External => "external".into(),
+            OracleKind::InCrate => "in-crate".into(),
+        },
+        passed: false,
+        problems: Vec::new(),
+        static_checks: None,
+        buggy: None,
+        gold: None,
+        prepare_secs: 0.0,
+        wall_secs: 0.0,
+    };
+    let prepare_started = Instant::now();
+    let prepared = match prepare(
+        case,
+        data,
+        toolchain,
+        &PrepareOptions {
+            force: opts.force_prepare,
+        },
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("cannot prepare the workspace: {e:#}"));
+            report.wall_secs = started.elapsed().as_secs_f64();
+            return Ok(report);
+        }
+    };
+    report.prepare_secs = prepare_started.elapsed().as_secs_f64();
+    let (checks, gold) = static_checks(case, &prepared.sources)?;
+    report.problems.extend(checks.problems.iter().cloned());
+    report.static_checks = Some(checks);
+
+    let buggy = run_variant(
+        case,
+        &prepared,
+        data,
+        toolchain,
+        &gold,
+        Variant::Buggy,
+        opts.k,
+    )
+    .await?;
+    let gold_result = run_variant(
+        case,
+        &prepared,
+        data,
+        toolchain,
+        &gold,
+        Variant::Gold,
+        opts.k,
+    )
+    .await?;
+    for (name, v) in [("buggy", &buggy), ("gold", &gold_result)] {
+        if let Some(e) = &v.build_error {
+            report.problems.push(format!(
+                "the tests do not build on the {name} version:\n{e}"
+            ));
+        }
+        if let Some(r) = &v.regression
+            && !r.passed
+        {
+            report.problems.push(format!(
+                "regression tests fail on the {name} version: {}",
+                r.failures.join(", ")
+            ));
+        }
+        if v.runs.iter().any(|r| r.verdict == "no_tests") {
+            report.problems.push(format!(
+                "the oracle selected no tests on the {name} version"
+            ));
+        }
+        if v.runs.iter().any(|r| r.verdict == "tampered") {
+            report.problems.push(format!(
+                "the oracle's test output contradicts itself on the {name} version"
+            ));
+        }
+    }
+    let k = opts.k;
+    let buggy_failures = buggy.runs.iter().filter(|r| r.failed).count() as u32;
+    let gold_passes = gold_result.runs.iter().filter(|r| r.passed).count() as u32;
+    if buggy.build_error.is_none() && buggy_failures < k {
+        report.problems.push(format!(
+            "the oracle fails on the buggy version in only {buggy_failures} of {k} runs; it must fail every time"
+        ));
+    }
+    if gold_result.build_error.is_none() && gold_passes < k {
+        report.problems.push(format!(
+            "the oracle passes with the gold patch in only {gold_passes} of {k} runs; it is flaky or wrong"
+        ));
+    }
+    report.buggy = Some(buggy);
+    report.gold = Some(gold_result);
+    report.passed = report.problems.is_empty();
+    report.wall_secs = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Builds one version in a fresh workbench and runs its oracle k times and its regression
+/// tests once.
+pub async fn run_variant(
+    case: &Case,
+    prepared: &PreparedCase,
+    data: &DataDir,
+    toolchain: &Toolchain,
+    gold: &GoldDiff,
+    variant: Variant,
+    k: u32,
+) -> Result<VariantResult> {
+    let bench = Workbench::new(case, prepared, data, toolchain)?;
+    if variant == Variant::Gold
+        && let Err(e) = bench.apply_patch(&gold.unified())
+    {
+        return Ok(VariantResult {
+            build_error: Some(format!("the gold patch does not apply: {e}")),
+            build_secs: 0.0,
+            runs: Vec::new(),
+            regression: None,
+        });
+    }
+    bench.inject_oracle(case)?;
+    let m = &case.manifest;
+    let mut targets = vec![BuildTarget::Lib];
+    for t in &m.regression.targets {
+        if let Some(name) = t.strip_prefix("test:") {
+            targets.push(BuildTarget::Test(name.to_string()));
+        }
+    }
+    if m.oracle.kind == OracleKind::External {
+        targets.push(BuildTarget::Oracle);
+    }
+    let build_started = Instant::now();
+    let binaries = match bench.build(&targets).await? {
+        Ok(b) => b,
+        Err(failure) => {
+            return Ok(VariantResult {
+                build_error: Some(failure.stderr),
+                build_secs: build_started.elapsed().as_secs_f64(),
+                runs: Vec::new(),
+                regression: None,
+            });
+        }
+    };
+    let build_secs = build_started.elapsed().as_secs_f64();
+    let (oracle_bins, filter): (Vec<&TestBinary>, Option<String>) = match m.oracle.kind {
+        OracleKind::InCrate => (
+            binaries
+                .iter()
+                .filter(|b| b.target == lib_target_name(&binaries, case))
+                .collect(),
+            Some(format!("{IN_CRATE_MODULE}::")),
+        ),
+        OracleKind::External => (
+            binaries
+                .iter()
+                .filter(|b| b.cwd.starts_with("/oracle"))
+                .collect(),
+            None,
+        ),
+    };
+    let timeout = Duration::from_secs(m.oracle.timeout_secs);
+    let mut runs = Vec::new();
+    for seed in 1..=u64::from(k) {
+        let mut verdict = if oracle_bins.is_empty() {
+            RunVerdict::NoTests
+        } else {
+            RunVerdict::Pass
+        };
+        let mut wall = 0.0;
+        let mut test_secs = Some(0.0);
+        for bin in &oracle_bins {
+            let run = bench
+                .run(bin, filter.as_deref(), &[], seed, timeout)
+                .await?;
+            wall += run.wall_secs;
+            test_secs = match (test_secs, run.report.suite.and_then(|s| s.exec_time)) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            if verdict == RunVerdict::Pass {
+                verdict = run.verdict;
+            }
+        }
+        runs.push(OracleRun {
+            seed,
+            verdict: verdict_name(verdict).into(),
+            passed: verdict == RunVerdict::Pass,
+            failed: verdict.is_failure(),
+            wall_secs: wall,
+            test_secs,
+        });
+    }
+    let regression = run_regression(&bench, &binaries, case).await?;
+    Ok(VariantResult {
+        build_error: None,
+        build_secs,
+        runs,
+        regression: Some(regression),
+    })
+}
+
+/// Runs the regression targets once, skipping the oracle module and the case's skip list.
+pub async fn run_regression(
+    bench: &Workbench,
+    binaries: &[TestBinary],
+    case: &Case,
+) -> Result<RegressionRun> {
+    let m = &case.manifest;
+    let mut skip = m.regression.skip.clone();
+    skip.push(format!("{IN_CRATE_MODULE}::"));
+    let mut wall = 0.0;
+    let mut passed = true;
+    let mut tests_passed = 0;
+    let mut failures = Vec::new();
+    let lib_name = lib_target_name(binaries, case);
+    for target in &m.regression.targets {
+        let wanted = match target.strip_prefix("test:") {
+            Some(name) => name.to_string(),
+            None => lib_name.clone(),
+        };
+        for bin in binaries
+            .iter()
+            .filter(|b| b.target == wanted && b.cwd == "/workspace")
+        {
+            let run = bench
+                .run(bin, None, &skip, 0, Duration::from_secs(30 * 60))
+                .await?;
+            wall += run.wall_secs;
+            tests_passed += run
+                .report
+                .tests
+                .values()
+                .filter(|r| **r == crate::libtest::TestResult::Ok)
+                .count() as u32;
+            for (name, r) in &run.report.tests {
+                if matches!(r, crate::libtest::TestResult::Failed { .. }) {
+                    failures.push(name.clone());
+                }
+            }
+            failures.extend(run.report.unfinished.iter().cloned());
+            match run.verdict {
+                RunVerdict::Pass | RunVerdict::NoTests => {}
+                other => {
+                    passed = false;
+                    if failures.is_empty() {
+                        failures.push(format!("{} ({})", bin.target, verdict_name(other)));
+                    }
+                }
+            }
+        }
+    }
+    Ok(RegressionRun {
+        passed,
+        tests_passed,
+        failures,
+        wall_secs: wall,
+    })
+}
+
+/// The cargo target name of the crate's library (the crate name with `-` as `_`).
+fn lib_target_name(binaries: &[TestBinary], case: &Case) -> String {
+    let crate_name = case.manifest.source.crate_name().replace('-', "_");
+    binaries
+        .iter()
+        .find(|b| b.target == crate_name)
+        .map(|b| b.target.clone())
+        .unwrap_or(crate_name)
+}
+
+/// The snake_case name of a verdict, as recorded in reports.
+pub fn verdict_name(v: RunVerdict) -> &'static str {
+    match v {
+        RunVerdict::Pass => "pass",
+        RunVerdict::Fail => "fail",
+        RunVerdict::Timeout => "timeout",
+        RunVerdict::Crash => "crash",
+        RunVerdict::NoTests => "no_tests",
+        RunVerdict::Tampered => "tampered",
+    }
+}

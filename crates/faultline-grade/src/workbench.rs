@@ -1,0 +1,302 @@
+//! A workbench is a fresh copy of a case's grading template, never an agent's workspace: a
+//! patch is applied to it, the hidden oracle is put in, and tests are built and run in the
+//! sandbox, offline.
+
+use crate::libtest::{self, RunVerdict, TestReport};
+use anyhow::{Context, Result, bail};
+use faultline_corpus::workspace::{GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving};
+use faultline_corpus::{Case, DataDir, PreparedCase};
+use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
+use faultline_schema::OracleKind;
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Name of the module an in-crate oracle is compiled as; its tests are `faultline_oracle::*`.
+pub const IN_CRATE_MODULE: &str = "faultline_oracle";
+
+/// How long a test build may take.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Output kept from a build or a test run: enough for every event of a large suite.
+const MACHINE_OUTPUT_CAP: usize = 8_000_000;
+
+/// What to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildTarget {
+    /// The crate's library unit tests (this includes an in-crate oracle).
+    Lib,
+    /// One integration test file of the crate.
+    Test(String),
+    /// The external oracle package's tests.
+    Oracle,
+}
+
+/// A test executable inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestBinary {
+    /// The cargo target it was built from.
+    pub target: String,
+    /// Path inside the sandbox.
+    pub path: String,
+    /// The package root it runs in (as `cargo test` would).
+    pub cwd: String,
+}
+
+/// One run of a test binary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestRun {
+    /// How the run ended.
+    pub verdict: RunVerdict,
+    /// The parsed events.
+    pub report: TestReport,
+    /// Exit code of the test process.
+    pub exit_code: Option<i32>,
+    /// Wall-clock seconds of the sandboxed run.
+    pub wall_secs: f64,
+    /// The tail of standard error, for humans.
+    pub stderr_tail: String,
+}
+
+/// A build that failed: the compiler's messages.
+#[derive(Debug, Clone)]
+pub struct BuildFailure {
+    /// What cargo printed on standard error (capped).
+    pub stderr: String,
+    /// Whether the build ran out of time.
+    pub timed_out: bool,
+}
+
+/// A fresh copy of a case's grading template.
+#[derive(Debug)]
+pub struct Workbench {
+    _dir: tempfile::TempDir,
+    /// The crate copy on the host.
+    pub workspace: PathBuf,
+    /// The oracle package copy on the host (external oracles).
+    pub oracle: Option<PathBuf>,
+    sandbox: Sandbox,
+    kind: OracleKind,
+}
+
+impl Workbench {
+    /// Copies the grading template of a prepared case.
+    pub fn new(
+        case: &Case,
+        prepared: &PreparedCase,
+        data: &DataDir,
+        toolchain: &Toolchain,
+    ) -> Result<Workbench> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("bench-{}-", case.id()))
+            .tempdir_in(data.scratch()?)?;
+        let grade = &prepared.stamp.grade;
+        let workspace = dir.path().join("workspace");
+        copy_preserving(&grade.workspace, &workspace)?;
+        let oracle = match &grade.oracle {
+            Some(o) => {
+                let copy = dir.path().join("oracle");
+                copy_preserving(o, &copy)?;
+                Some(copy)
+            }
+            None => None,
+        };
+        let sandbox = Sandbox::new(grade.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
+        Ok(Workbench {
+            _dir: dir,
+            workspace,
+            oracle,
+            sandbox,
+            kind: case.manifest.oracle.kind,
+        })
+    }
+
+    /// The sandbox over this workbench.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Applies a unified diff with `git apply`; the error is git's explanation.
+    pub fn apply_patch(&self, patch: &str) -> Result<(), String> {
+        if patch.trim().is_empty() {
+            return Ok(());
+        }
+        let mut child = Command::new("git")
+            .args(["apply", "--whitespace=nowarn", "-p1", "-"])
+            .current_dir(&self.workspace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(patch.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+
+    /// Puts an in-crate oracle into the crate: the module file, and a `#[cfg(test)]` line at the
+    /// end of the library root. Overwrites anything a patch put at that path.
+    pub fn inject_oracle(&self, case: &Case) -> Result<()> {
+        if self.kind != OracleKind::InCrate {
+            return Ok(());
+        }
+        let lib_root = lib_root(&self.workspace)?;
+        let module_file = lib_root
+            .parent()
+            .context("library root has no directory")?
+            .join(format!("{IN_CRATE_MODULE}.rs"));
+        fs::copy(case.oracle_dir().join("oracle.rs"), &module_file)
+            .context("copying the oracle module")?;
+        let mut root = fs::OpenOptions::new().append(true).open(&lib_root)?;
+        write!(
+            root,
+            "\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n"
+        )?;
+        Ok(())
+    }
+
+    /// Builds test executables offline; `Err` is a build failure, not an infrastructure error.
+    pub async fn build(
+        &self,
+        targets: &[BuildTarget],
+    ) -> Result<Result<Vec<TestBinary>, BuildFailure>> {
+        let mut found = Vec::new();
+        for target in targets {
+            let (mut argv, cwd, env_target) = match target {
+                BuildTarget::Lib => (vec!["--lib".to_string()], GUEST_WORKSPACE, None),
+                BuildTarget::Test(name) => (
+                    vec!["--test".to_string(), name.clone()],
+                    GUEST_WORKSPACE,
+                    None,
+                ),
+                BuildTarget::Oracle => {
+                    if self.oracle.is_none() {
+                        bail!("this case has no external oracle package");
+                    }
+                    (
+                        vec!["--tests".to_string()],
+                        GUEST_ORACLE,
+                        Some(format!("{GUEST_WORKSPACE}/target")),
+                    )
+                }
+            };
+            let mut cmd = vec![
+                "cargo".to_string(),
+                "test".into(),
+                "--no-run".into(),
+                "--offline".into(),
+                "--locked".into(),
+                "--message-format=json-render-diagnostics".into(),
+            ];
+            cmd.append(&mut argv);
+            let mut req = ExecRequest::argv(cmd, BUILD_TIMEOUT)
+                .cap(MACHINE_OUTPUT_CAP)
+                .workdir(cwd);
+            if let Some(t) = env_target {
+                req = req.env("CARGO_TARGET_DIR", t);
+            }
+            let out = self.sandbox.exec(&req).await?;
+            if !out.success() {
+                return Ok(Err(BuildFailure {
+                    stderr: out.stderr.text,
+                    timed_out: out.timed_out,
+                }));
+            }
+            found.extend(executables(&out.stdout.text, cwd));
+        }
+        Ok(Ok(found))
+    }
+
+    /// Runs a test binary with libtest's JSON output. `filter` selects tests (substring, as
+    /// libtest), `skip` excludes them, `seed` is passed as `FAULTLINE_SEED`.
+    pub async fn run(
+        &self,
+        bin: &TestBinary,
+        filter: Option<&str>,
+        skip: &[String],
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<TestRun> {
+        let mut argv = vec![
+            bin.path.clone(),
+            "-Z".into(),
+            "unstable-options".into(),
+            "--format".into(),
+            "json".into(),
+        ];
+        if let Some(f) = filter {
+            argv.push(f.to_string());
+        }
+        for s in skip {
+            argv.push("--skip".into());
+            argv.push(s.clone());
+        }
+        let req = ExecRequest::argv(argv, timeout)
+            .cap(MACHINE_OUTPUT_CAP)
+            .workdir(bin.cwd.clone())
+            // libtest's JSON output is gated on this variable at run time; the build is not.
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("FAULTLINE_SEED", seed.to_string())
+            .env("CARGO_MANIFEST_DIR", bin.cwd.clone())
+            .env("RUST_BACKTRACE", "0");
+        let out = self.sandbox.exec(&req).await?;
+        let report = libtest::parse(&out.stdout.text);
+        let verdict = libtest::judge(&report, out.exit_code, out.timed_out);
+        let stderr_tail: String = {
+            let chars: Vec<char> = out.stderr.text.chars().collect();
+            chars[chars.len().saturating_sub(2000)..].iter().collect()
+        };
+        Ok(TestRun {
+            verdict,
+            report,
+            exit_code: out.exit_code,
+            wall_secs: out.duration.as_secs_f64(),
+            stderr_tail,
+        })
+    }
+}
+
+/// The library root file of the crate at `dir` (`[lib] path`, or `src/lib.rs`).
+pub fn lib_root(dir: &Path) -> Result<PathBuf> {
+    let manifest: toml::Table = fs::read_to_string(dir.join("Cargo.toml"))?
+        .parse()
+        .context("parsing Cargo.toml")?;
+    let rel = manifest
+        .get("lib")
+        .and_then(|l| l.get("path"))
+        .and_then(|p| p.as_str())
+        .unwrap_or("src/lib.rs");
+    let path = dir.join(rel);
+    if !path.is_file() {
+        bail!("the crate has no library root at {rel}");
+    }
+    Ok(path)
+}
+
+/// Test executables from cargo's JSON messages.
+fn executables(messages: &str, cwd: &str) -> Vec<TestBinary> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["profile"]["test"] == true)
+        .filter_map(|m| {
+            Some(TestBinary {
+                target: m["target"]["name"].as_str()?.to_string(),
+                path: m["executable"].as_str()?.to_string(),
+                cwd: cwd.to_string(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,266 @@
+//! `faultline cases ...` and `faultline prepare`.
+
+use crate::Env;
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use faultline_corpus::{Case, Selection};
+use faultline_grade::{ValidateOptions, validate_case};
+use faultline_report::Table;
+use faultline_sandbox::Toolchain;
+use faultline_schema::Category;
+use faultline_schema::validation::{VALIDATION_SCHEMA_VERSION, ValidationReport};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+#[derive(Subcommand)]
+pub enum CasesCommand {
+    /// List cases.
+    List {
+        #[command(flatten)]
+        filter: Filter,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one case: its metadata, symptom and bundle (curators only: it shows the labels).
+    Show {
+        /// The case id.
+        case: String,
+    },
+    /// Validate cases: oracle fails on buggy k/k, passes with the gold patch k/k, regression
+    /// tests pass on both, texts within budget and free of leaks.
+    Validate(ValidateArgs),
+}
+
+#[derive(Args, Default)]
+pub struct Filter {
+    /// Only this system.
+    #[arg(long)]
+    system: Option<String>,
+    /// Only this category.
+    #[arg(long)]
+    category: Option<Category>,
+    /// Only this tier (1 hardest .. 3).
+    #[arg(long)]
+    tier: Option<u8>,
+}
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// Case ids or glob patterns.
+    cases: Vec<String>,
+    /// Validate every case.
+    #[arg(long, conflicts_with = "cases")]
+    all: bool,
+    /// Validate the cases of a suite (`corpus/suites/<name>.txt`).
+    #[arg(long, conflicts_with_all = ["cases", "all"])]
+    suite: Option<String>,
+    #[command(flatten)]
+    filter: Filter,
+    /// Oracle runs per version.
+    #[arg(short, long, default_value_t = 5)]
+    k: u32,
+    /// Rebuild workspaces from scratch.
+    #[arg(long)]
+    force_prepare: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as Markdown to this file (for `corpus/VALIDATION.md`).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct PrepareArgs {
+    /// The case id.
+    case: String,
+    /// Rebuild from scratch even if a prepared workspace matches.
+    #[arg(long)]
+    force: bool,
+}
+
+pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
+    match cmd {
+        CasesCommand::List { filter, json } => list(env, filter, json),
+        CasesCommand::Show { case } => show(env, &case),
+        CasesCommand::Validate(args) => validate(env, args).await,
+    }
+}
+
+fn selection(patterns: Vec<String>, f: Filter) -> Selection {
+    Selection {
+        patterns,
+        system: f.system,
+        category: f.category,
+        tier: f.tier,
+    }
+}
+
+fn list(env: &Env, filter: Filter, json: bool) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let cases = corpus
+        .select(&selection(vec![], filter))
+        .map_err(anyhow::Error::msg)?;
+    if json {
+        let rows: Vec<_> = cases.iter().map(|c| &c.manifest).collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new([
+        "case", "system", "crate", "versions", "category", "tier", "oracle", "summary",
+    ]);
+    for c in &cases {
+        let m = &c.manifest;
+        let versions = match &m.source {
+            faultline_schema::Source::Registry(r) => format!("{} -> {}", r.buggy, r.fixed),
+            faultline_schema::Source::Path(_) => "path".into(),
+            faultline_schema::Source::Git(g) => {
+                format!("{}..{}", &g.buggy_commit[..8], &g.fixed_commit[..8])
+            }
+        };
+        t.push([
+            m.id.clone(),
+            m.system.clone(),
+            m.source.crate_name().to_string(),
+            versions,
+            m.category.to_string(),
+            m.tier.to_string(),
+            format!("{:?}", m.oracle.kind).to_lowercase(),
+            m.summary.clone(),
+        ]);
+    }
+    println!("{}", t.to_terminal());
+    println!("{} cases", cases.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(env: &Env, id: &str) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let Some(case) = corpus.get(id) else {
+        bail!("no case `{id}` in {}", corpus.root.display());
+    };
+    println!("{}", toml_of(case)?);
+    println!("--- symptom.md ---\n{}", case.symptom.trim_end());
+    for f in &case.bundle {
+        println!("--- context/{} ---\n{}", f.name, f.text.trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn toml_of(case: &Case) -> Result<String> {
+    Ok(std::fs::read_to_string(case.dir.join("case.toml"))?)
+}
+
+async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let patterns = match &args.suite {
+        Some(name) => corpus.suite(name)?,
+        None => args.cases.clone(),
+    };
+    if patterns.is_empty() && !args.all {
+        bail!("name the cases to validate, or pass --all or --suite NAME");
+    }
+    let cases = corpus
+        .select(&selection(patterns, args.filter))
+        .map_err(anyhow::Error::msg)?;
+    if cases.is_empty() {
+        bail!("no case matches");
+    }
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    let opts = ValidateOptions {
+        k: args.k,
+        force_prepare: args.force_prepare,
+    };
+    let mut results = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        eprintln!("[{}/{}] validating {} ...", i + 1, cases.len(), case.id());
+        let r = validate_case(case, &env.data, &toolchain, &opts).await?;
+        eprintln!(
+            "[{}/{}] {} {} in {:.0}s (buggy fails {}/{}, gold passes {}/{})",
+            i + 1,
+            cases.len(),
+            case.id(),
+            if r.passed { "passed" } else { "FAILED" },
+            r.wall_secs,
+            r.buggy_failures(),
+            args.k,
+            r.gold_passes(),
+            args.k
+        );
+        results.push(r);
+    }
+    let report = ValidationReport {
+        schema_version: VALIDATION_SCHEMA_VERSION,
+        faultline_version: env!("CARGO_PKG_VERSION").to_string(),
+        finished_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        k: args.k,
+        cases: results,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{}",
+            faultline_report::validation::table(&report).to_terminal()
+        );
+        for c in report.cases.iter().filter(|c| !c.passed) {
+            for p in &c.problems {
+                println!("{}: {}", c.case_id, p);
+            }
+        }
+    }
+    if let Some(path) = &args.markdown {
+        faultline_schema::io::write_atomic(
+            path,
+            faultline_report::validation::markdown(&report).as_bytes(),
+        )?;
+        eprintln!("wrote {}", path.display());
+    }
+    let failed = report.cases.iter().filter(|c| !c.passed).count();
+    eprintln!(
+        "{} of {} cases pass validation",
+        report.cases.len() - failed,
+        report.cases.len()
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+pub async fn prepare(env: &Env, args: PrepareArgs) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let Some(case) = corpus.get(&args.case) else {
+        bail!("no case `{}` in {}", args.case, corpus.root.display());
+    };
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    let prepared = faultline_corpus::prepare(
+        case,
+        &env.data,
+        &toolchain,
+        &faultline_corpus::PrepareOptions { force: args.force },
+    )
+    .await?;
+    let s = &prepared.stamp;
+    println!(
+        "{} {} ({} vendored packages{})",
+        if prepared.reused {
+            "checked"
+        } else {
+            "prepared"
+        },
+        s.agent.workspace.display(),
+        s.vendored_packages,
+        if s.removed.is_empty() {
+            String::new()
+        } else {
+            format!("; removed {}", s.removed.join(", "))
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
