@@ -205,10 +205,11 @@ fn resampled_means(values: &[f64], options: &BootstrapOptions) -> Result<Vec<f64
             found: values.len(),
         });
     }
+    let n = u32::try_from(values.len())
+        .map_err(|_| StatsError::InvalidOption("more than u32::MAX cases".to_owned()))?;
     let mut rng = rng::seeded(options.seed);
-    let n = values.len();
     let mut means: Vec<f64> = (0..options.resamples)
-        .map(|_| (0..n).map(|_| values[rng::index(&mut rng, n)]).sum::<f64>() / n as f64)
+        .map(|_| (0..n).map(|_| values[rng::index(&mut rng, n)]).sum::<f64>() / f64::from(n))
         .collect();
     means.sort_by(f64::total_cmp);
     Ok(means)

@@ -9,9 +9,13 @@ pub(crate) struct Minimum {
     pub(crate) evaluations: usize,
 }
 
-/// Stopping rule: the simplex's function spread and its extent around the best vertex must both be tiny.
-const F_TOL: f64 = 1e-9;
-const X_TOL: f64 = 1e-7;
+/// Stopping rule: the simplex's function spread and its extent around the
+/// best vertex (max-norm) must both be at most these.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tolerance {
+    pub(crate) f: f64,
+    pub(crate) x: f64,
+}
 /// A collapsed simplex can stall short of the minimum, so restart from the best point up to this often.
 const MAX_RESTARTS: usize = 6;
 
@@ -21,18 +25,19 @@ pub(crate) fn nelder_mead(
     mut f: impl FnMut(&[f64]) -> Result<f64>,
     x0: &[f64],
     step: &[f64],
+    tol: Tolerance,
     max_evaluations: usize,
 ) -> Result<Minimum> {
-    let mut best = simplex_search(&mut f, x0, step, max_evaluations)?;
+    let mut best = simplex_search(&mut f, x0, step, tol, max_evaluations)?;
     for _ in 0..MAX_RESTARTS {
-        let again = simplex_search(&mut f, &best.x, step, max_evaluations)?;
+        let again = simplex_search(&mut f, &best.x, step, tol, max_evaluations)?;
         let improvement = best.f - again.f;
         let evaluations = best.evaluations + again.evaluations;
         if again.f < best.f {
             best = again;
         }
         best.evaluations = evaluations;
-        if improvement <= F_TOL {
+        if improvement <= tol.f {
             return Ok(best);
         }
     }
@@ -43,6 +48,7 @@ fn simplex_search(
     f: &mut impl FnMut(&[f64]) -> Result<f64>,
     x0: &[f64],
     step: &[f64],
+    tol: Tolerance,
     max_evaluations: usize,
 ) -> Result<Minimum> {
     let n = x0.len();
@@ -70,7 +76,7 @@ fn simplex_search(
             .iter()
             .flat_map(|(x, _)| x.iter().zip(&simplex[0].0).map(|(a, b)| (a - b).abs()))
             .fold(0.0, f64::max);
-        if spread <= F_TOL && extent <= X_TOL {
+        if spread <= tol.f && extent <= tol.x {
             break;
         }
         if evaluations >= max_evaluations {
@@ -134,7 +140,8 @@ mod tests {
     fn finds_the_rosenbrock_minimum() {
         let rosenbrock =
             |x: &[f64]| Ok((1.0 - x[0]).powi(2) + 100.0 * (x[1] - x[0] * x[0]).powi(2));
-        let m = nelder_mead(rosenbrock, &[-1.2, 1.0], &[0.1, 0.1], 10_000).unwrap();
+        let tol = Tolerance { f: 1e-12, x: 1e-8 };
+        let m = nelder_mead(rosenbrock, &[-1.2, 1.0], &[0.1, 0.1], tol, 10_000).unwrap();
         assert!(
             (m.x[0] - 1.0).abs() < 1e-5 && (m.x[1] - 1.0).abs() < 1e-5,
             "{:?}",
@@ -146,7 +153,7 @@ mod tests {
     fn reports_non_convergence() {
         let slope = |x: &[f64]| Ok(x[0]);
         assert!(matches!(
-            nelder_mead(slope, &[0.0], &[1.0], 50),
+            nelder_mead(slope, &[0.0], &[1.0], Tolerance { f: 1e-9, x: 1e-9 }, 50),
             Err(StatsError::GlmmFailed(_))
         ));
     }

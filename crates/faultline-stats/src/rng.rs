@@ -14,14 +14,14 @@ pub(crate) fn seeded(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::from_seed(key)
 }
 
-/// Uniform index in `0..n` without modulo bias (multiply-shift with rejection).
-pub(crate) fn index(rng: &mut ChaCha8Rng, n: usize) -> usize {
-    let n = n as u64;
+/// Uniform index in `0..n` without modulo bias (multiply-shift with
+/// rejection), from 32-bit draws since resampling consumes many of them.
+pub(crate) fn index(rng: &mut ChaCha8Rng, n: u32) -> usize {
     let threshold = n.wrapping_neg() % n;
     loop {
-        let product = u128::from(rng.next_u64()) * u128::from(n);
-        if (product as u64) >= threshold {
-            return (product >> 64) as usize;
+        let product = u64::from(rng.next_u32()) * u64::from(n);
+        if (product as u32) >= threshold {
+            return (product >> 32) as usize;
         }
     }
 }
