@@ -8,6 +8,10 @@ use crate::error::{Result, StatsError};
 use crate::rng;
 
 /// Settings of a bootstrap run; the seed is explicit so every published number can be reproduced.
+///
+/// Reusing one seed for groups over the same cases draws the same case
+/// resamples for each (common random numbers), which keeps their intervals
+/// comparable.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BootstrapOptions {
     /// Number of resamples (10,000 by default).

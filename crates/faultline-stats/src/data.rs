@@ -388,6 +388,7 @@ impl ResultSet {
 
     /// Per case, the mean over configurations of each configuration's attempt
     /// mean: the condition's aggregate with configurations weighted equally.
+    /// A case that some configurations lack averages over those that have it.
     pub fn pooled_case_means(&self, condition: Condition) -> Result<CaseScores> {
         let mut per_case: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
         for (_, cond, case, cell) in self.cells() {

@@ -202,12 +202,15 @@ impl Data {
             n_configs: configs.len(),
             n_cases: cases.len(),
         };
+        let position = |names: &[&str], name: &str| {
+            names.binary_search(&name).map_err(|_| {
+                StatsError::GlmmFailed(format!("internal: level {name:?} missing from its factor"))
+            })
+        };
         for (config, condition, case, cell) in results.cells() {
             let (n, c) = cell.pass_counts(config, case)?;
-            data.config
-                .push(configs.binary_search(&config).unwrap_or_default());
-            data.case
-                .push(cases.binary_search(&case).unwrap_or_default());
+            data.config.push(position(&configs, config)?);
+            data.case.push(position(&cases, case)?);
             data.context.push(if condition == Condition::Context {
                 1.0
             } else {
@@ -364,8 +367,8 @@ impl<'a> Model<'a> {
         ))
     }
 
-    /// Laplace deviance at (θ, β); with `beta = None` β is profiled out (stage 1)
-    /// and left in `mode.beta`.
+    /// Laplace deviance at (θ, β). With `beta = None` (stage 1) β is
+    /// estimated jointly with the modes and left in `mode.beta`.
     fn deviance(&self, theta: &[f64], beta: Option<&[f64]>, mode: &mut Mode) -> Result<f64> {
         let theta = [theta[0].abs(), theta[1].abs()];
         if let Some(beta) = beta {
@@ -455,8 +458,10 @@ impl Reduced {
 }
 
 /// Covariance of β as `2 H⁻¹` restricted to β, where `H` is the central
-/// finite-difference Hessian of the deviance in (θ, β). An SD at the
-/// boundary (zero) is held fixed, since the deviance is flat-topped there.
+/// finite-difference Hessian of the deviance in (θ, β). An SD estimated at
+/// zero is left out of `H`: the deviance is even in each θ, so its cross
+/// terms with β vanish there, and its own curvature may be ~0, which would
+/// only make `H` singular without changing the β block.
 fn beta_covariance(
     model: &Model,
     theta: &[f64; 2],
@@ -474,26 +479,26 @@ fn beta_covariance(
     let mut hessian = DMatrix::zeros(m, m);
     for a in 0..m {
         let i = free[a];
-        x[i] += h;
+        let xi = x[i];
+        x[i] = xi + h;
         let plus = f(&x)?;
-        x[i] -= 2.0 * h;
+        x[i] = xi - h;
         let minus = f(&x)?;
-        x[i] += h;
+        x[i] = xi;
         hessian[(a, a)] = (plus - 2.0 * f0 + minus) / (h * h);
         for b in 0..a {
             let j = free[b];
-            let mut corner = |si: f64, sj: f64, x: &mut Vec<f64>| -> Result<f64> {
-                x[i] += si * h;
-                x[j] += sj * h;
-                let v = f(x);
-                x[i] -= si * h;
-                x[j] -= sj * h;
-                v
+            let xj = x[j];
+            let mut corner = |si: f64, sj: f64| -> Result<f64> {
+                x[i] = xi + si * h;
+                x[j] = xj + sj * h;
+                let value = f(&x);
+                x[i] = xi;
+                x[j] = xj;
+                value
             };
-            let value = (corner(1.0, 1.0, &mut x)?
-                - corner(1.0, -1.0, &mut x)?
-                - corner(-1.0, 1.0, &mut x)?
-                + corner(-1.0, -1.0, &mut x)?)
+            let value = (corner(1.0, 1.0)? - corner(1.0, -1.0)? - corner(-1.0, 1.0)?
+                + corner(-1.0, -1.0)?)
                 / (4.0 * h * h);
             hessian[(a, b)] = value;
             hessian[(b, a)] = value;

@@ -1,6 +1,8 @@
-//! GLMM input validation.
+//! GLMM input validation and a symmetry check of the solver.
 
-use faultline_stats::{Condition, ResultSet, StatsError, SweepSpec, fit_glmm, simulate_sweep};
+use faultline_stats::{
+    Condition, Observation, ResultSet, StatsError, SweepSpec, fit_glmm, simulate_sweep,
+};
 
 fn spec(configs: usize, cases: usize) -> SweepSpec {
     SweepSpec {
@@ -46,4 +48,31 @@ fn single_levels_and_scores_are_rejected() {
         fit_glmm(&ResultSet::new(scores).unwrap()),
         Err(StatsError::NotBinary { value, .. }) if value == 0.5
     ));
+}
+
+/// Swapping the roles of configurations and cases must swap the two SDs and
+/// leave everything else unchanged; with more configs than cases this also
+/// exercises the solver path that eliminates the config factor.
+#[test]
+fn fit_is_symmetric_in_the_two_factors() {
+    let spec = SweepSpec {
+        sd_config: 0.8,
+        ..spec(9, 6)
+    };
+    let data = simulate_sweep(&spec, 3).unwrap();
+    let swapped = data.iter().map(|o| Observation {
+        config: o.case.clone(),
+        case: o.config.clone(),
+        ..o.clone()
+    });
+    let fit = fit_glmm(&ResultSet::new(data.clone()).unwrap()).unwrap();
+    let mirror = fit_glmm(&ResultSet::new(swapped).unwrap()).unwrap();
+    assert_eq!((fit.n_configs, mirror.n_configs), (9, 6));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-4;
+    assert!(close(fit.sd_config, mirror.sd_case), "{fit:?}\n{mirror:?}");
+    assert!(close(fit.sd_case, mirror.sd_config));
+    assert!(close(fit.log_likelihood, mirror.log_likelihood));
+    for (a, b) in fit.fixed.iter().zip(&mirror.fixed) {
+        assert!(close(a.estimate, b.estimate) && close(a.std_error, b.std_error));
+    }
 }
