@@ -141,15 +141,20 @@ fn run() -> Result<bool> {
     match lme4(&csv) {
         Some((numbers, wall)) => {
             let glmer = numbers.get("glmer_seconds").copied().unwrap_or(f64::NAN);
-            let get = |k: &str| numbers.get(k).copied().unwrap_or(f64::NAN);
-            println!(
-                "lme4: beta_condition {:.6} (SE {:.6}), sd_config {:.6}, sd_case {:.6}, logLik {:.4}",
-                get("beta_condition"),
-                get("se_condition"),
-                get("sd_config"),
-                get("sd_case"),
-                get("loglik")
-            );
+            for (label, prefix) in [("lme4", ""), ("lme4 tolPwrss=1e-13", "tight_")] {
+                let get = |k: &str| {
+                    let key = format!("{prefix}{k}");
+                    numbers.get(&key).copied().unwrap_or(f64::NAN)
+                };
+                println!(
+                    "{label}: beta_condition {:.6} (SE {:.6}), sd_config {:.6}, sd_case {:.6}, logLik {:.4}",
+                    get("beta_condition"),
+                    get("se_condition"),
+                    get("sd_config"),
+                    get("sd_case"),
+                    get("loglik")
+                );
+            }
             let ratio = glmer / glmm_time.as_secs_f64();
             println!(
                 "GLMM: ours {:.1} ms, lme4 glmer {:.1} ms (Rscript wall {:.2} s incl. startup and a second fit): lme4/ours = {ratio:.1}x",

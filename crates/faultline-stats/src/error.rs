@@ -147,6 +147,17 @@ pub enum StatsError {
         /// Number of levels found.
         levels: usize,
     },
+    /// Every attempt under one condition had the same outcome, so the
+    /// logit-scale fixed effects are infinite (complete separation).
+    #[error(
+        "every attempt under {condition} {outcome}; the GLMM's fixed effects would be infinite (complete separation)"
+    )]
+    Separation {
+        /// The condition without variation.
+        condition: Condition,
+        /// `"passed"` or `"failed"`.
+        outcome: &'static str,
+    },
     /// The GLMM fit broke down numerically.
     #[error("GLMM fit failed: {0}")]
     GlmmFailed(String),

@@ -207,6 +207,8 @@ impl Data {
                 StatsError::GlmmFailed(format!("internal: level {name:?} missing from its factor"))
             })
         };
+        // (passes, attempts) per condition, in the order of `Condition::ALL`.
+        let mut totals = [(0.0, 0.0); 2];
         for (config, condition, case, cell) in results.cells() {
             let (n, c) = cell.pass_counts(config, case)?;
             data.config.push(position(&configs, config)?);
@@ -218,6 +220,15 @@ impl Data {
             });
             data.passes.push(f64::from(c));
             data.trials.push(f64::from(n));
+            let total = &mut totals[usize::from(condition == Condition::Context)];
+            total.0 += f64::from(c);
+            total.1 += f64::from(n);
+        }
+        for (condition, (passes, trials)) in Condition::ALL.into_iter().zip(totals) {
+            if passes == 0.0 || passes == trials {
+                let outcome = if passes == 0.0 { "failed" } else { "passed" };
+                return Err(StatsError::Separation { condition, outcome });
+            }
         }
         Ok(data)
     }

@@ -17,7 +17,7 @@ fn spec(configs: usize, cases: usize) -> SweepSpec {
 }
 
 #[test]
-fn single_levels_and_scores_are_rejected() {
+fn single_levels_separation_and_scores_are_rejected() {
     let one_config = ResultSet::new(simulate_sweep(&spec(1, 5), 1).unwrap()).unwrap();
     assert_eq!(
         fit_glmm(&one_config).unwrap_err(),
@@ -42,6 +42,24 @@ fn single_levels_and_scores_are_rejected() {
             levels: 1
         })
     ));
+    let all_context_pass = simulate_sweep(&spec(3, 5), 1)
+        .unwrap()
+        .into_iter()
+        .map(|o| {
+            let value = if o.condition == Condition::Context {
+                1.0
+            } else {
+                o.value
+            };
+            Observation { value, ..o }
+        });
+    assert_eq!(
+        fit_glmm(&ResultSet::new(all_context_pass).unwrap()).unwrap_err(),
+        StatsError::Separation {
+            condition: Condition::Context,
+            outcome: "passed"
+        }
+    );
     let mut scores = simulate_sweep(&spec(3, 5), 1).unwrap();
     scores[4].value = 0.5;
     assert!(matches!(
