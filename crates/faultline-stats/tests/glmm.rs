@@ -1,0 +1,96 @@
+//! GLMM input validation and a symmetry check of the solver.
+
+use faultline_stats::{
+    Condition, Observation, ResultSet, StatsError, SweepSpec, fit_glmm, simulate_sweep,
+};
+
+fn spec(configs: usize, cases: usize) -> SweepSpec {
+    SweepSpec {
+        configs,
+        cases,
+        attempts: 2,
+        intercept: 0.0,
+        context_effect: 1.0,
+        sd_config: 0.0,
+        sd_case: 1.0,
+    }
+}
+
+#[test]
+fn single_levels_separation_and_scores_are_rejected() {
+    let one_config = ResultSet::new(simulate_sweep(&spec(1, 5), 1).unwrap()).unwrap();
+    assert_eq!(
+        fit_glmm(&one_config).unwrap_err(),
+        StatsError::SingleLevel {
+            factor: "config",
+            levels: 1
+        }
+    );
+    let one_case = ResultSet::new(simulate_sweep(&spec(3, 1), 1).unwrap()).unwrap();
+    assert!(matches!(
+        fit_glmm(&one_case),
+        Err(StatsError::SingleLevel { factor: "case", .. })
+    ));
+    let symptom_only = simulate_sweep(&spec(3, 5), 1)
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.condition == Condition::Symptom);
+    assert!(matches!(
+        fit_glmm(&ResultSet::new(symptom_only).unwrap()),
+        Err(StatsError::SingleLevel {
+            factor: "condition",
+            levels: 1
+        })
+    ));
+    let all_context_pass = simulate_sweep(&spec(3, 5), 1)
+        .unwrap()
+        .into_iter()
+        .map(|o| {
+            let value = if o.condition == Condition::Context {
+                1.0
+            } else {
+                o.value
+            };
+            Observation { value, ..o }
+        });
+    assert_eq!(
+        fit_glmm(&ResultSet::new(all_context_pass).unwrap()).unwrap_err(),
+        StatsError::Separation {
+            condition: Condition::Context,
+            outcome: "passed"
+        }
+    );
+    let mut scores = simulate_sweep(&spec(3, 5), 1).unwrap();
+    scores[4].value = 0.5;
+    assert!(matches!(
+        fit_glmm(&ResultSet::new(scores).unwrap()),
+        Err(StatsError::NotBinary { value, .. }) if value == 0.5
+    ));
+}
+
+/// Swapping the roles of configurations and cases must swap the two SDs and
+/// leave everything else unchanged; with more configs than cases this also
+/// exercises the solver path that eliminates the config factor.
+#[test]
+fn fit_is_symmetric_in_the_two_factors() {
+    let spec = SweepSpec {
+        sd_config: 0.8,
+        ..spec(9, 6)
+    };
+    let data = simulate_sweep(&spec, 3).unwrap();
+    let swapped = data.iter().map(|o| Observation {
+        config: o.case.clone(),
+        case: o.config.clone(),
+        ..o.clone()
+    });
+    let fit = fit_glmm(&ResultSet::new(data.clone()).unwrap()).unwrap();
+    let mirror = fit_glmm(&ResultSet::new(swapped).unwrap()).unwrap();
+    assert_eq!((fit.n_configs, mirror.n_configs), (9, 6));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-4;
+    assert!(close(fit.sd_config, mirror.sd_case), "{fit:?}\n{mirror:?}");
+    assert!(close(fit.sd_case, mirror.sd_config));
+    assert!(close(fit.log_likelihood, mirror.log_likelihood));
+    for (a, b) in fit.fixed.iter().zip(&mirror.fixed) {
+        assert!(close(a.estimate, b.estimate) && close(a.std_error, b.std_error));
+    }
+}
