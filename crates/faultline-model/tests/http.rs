@@ -366,7 +366,7 @@ async fn permanent_errors_are_not_retried() {
         (error(401), ErrorKind::Auth),
         (error(403), ErrorKind::Auth),
         (error(404), ErrorKind::NotFound),
-        (Step::ContextLength, ErrorKind::ContextLength),
+        (Step::ContextLength {}, ErrorKind::ContextLength),
         (error(400), ErrorKind::BadRequest),
         (error(422), ErrorKind::BadRequest),
     ];
@@ -408,7 +408,13 @@ async fn server_may_veto_a_retry() {
 
 #[tokio::test]
 async fn hung_attempts_time_out_and_are_retried() {
-    let server = serve(vec![Step::Hang, text("ok"), Step::Hang, Step::Hang]).await;
+    let server = serve(vec![
+        Step::Hang {},
+        text("ok"),
+        Step::Hang {},
+        Step::Hang {},
+    ])
+    .await;
     let mut config = config(&server, Protocol::OpenAiChat);
     config.attempt_timeout = Duration::from_millis(250);
     config.retry = fast_retry(1);

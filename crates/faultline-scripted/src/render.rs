@@ -89,7 +89,7 @@ pub(crate) fn render(step: &Step, protocol: Protocol, model: &str, seq: u64) -> 
                 .extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
             reply
         }
-        Step::ContextLength => {
+        Step::ContextLength {} => {
             let (message, code) = match protocol {
                 Protocol::OpenAi => (
                     "This model's maximum context length is 8192 tokens, but the request \
@@ -112,7 +112,7 @@ pub(crate) fn render(step: &Step, protocol: Protocol, model: &str, seq: u64) -> 
             headers: Vec::new(),
             body: body.clone(),
         },
-        Step::Hang => return Action::Hang,
+        Step::Hang {} => return Action::Hang,
         Step::Oversized { bytes } => {
             let padding = "x".repeat(*bytes);
             Reply::json(200, &text_body(protocol, model, seq, &padding, false, None))

@@ -36,6 +36,8 @@ pub enum ScriptMode {
 /// One canned reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// Field-less steps are written `Hang {}` rather than `Hang` so that
+// `deny_unknown_fields` also rejects stray keys on them in script files.
 pub enum Step {
     /// An assistant turn that calls the `bash` tool natively (OpenAI
     /// `tool_calls`, Anthropic `tool_use` block).
@@ -89,7 +91,7 @@ pub enum Step {
     },
     /// A 400 reply saying the prompt exceeds the model's context window, in
     /// the wording and error shape of the protocol that was called.
-    ContextLength,
+    ContextLength {},
     /// A 200 reply whose body is not valid JSON.
     Malformed {
         /// The body to send; a truncated JSON document when absent.
@@ -107,7 +109,7 @@ pub enum Step {
     },
     /// Never answer: the connection stays open until the client gives up or
     /// the server stops. Exercises client timeouts.
-    Hang,
+    Hang {},
     /// A valid text reply padded so that the body is at least `bytes` long.
     Oversized {
         /// The minimum body size in bytes.

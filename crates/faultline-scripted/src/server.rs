@@ -31,11 +31,12 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// The wire format of a request, decided by the path it was sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Protocol {
     /// OpenAI-compatible chat completions (`/v1/chat/completions` or `/chat/completions`).
+    #[serde(rename = "openai")]
     OpenAi,
     /// Anthropic messages (`/v1/messages`).
+    #[serde(rename = "anthropic")]
     Anthropic,
 }
 
