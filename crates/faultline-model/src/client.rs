@@ -42,12 +42,15 @@ impl ModelClient {
     /// described in [`ModelConfig::resolve_api_key`].
     pub fn new(config: ModelConfig) -> Result<Self, ModelError> {
         let api_key = config.resolve_api_key(|name| std::env::var(name).ok());
-        Self::with_api_key(config, api_key)
+        Self::with_resolved_api_key(config, api_key)
     }
 
     /// Builds a client with an already resolved key (or none, for local
     /// servers that need no authentication).
-    pub fn with_api_key(config: ModelConfig, api_key: Option<ApiKey>) -> Result<Self, ModelError> {
+    pub fn with_resolved_api_key(
+        config: ModelConfig,
+        api_key: Option<ApiKey>,
+    ) -> Result<Self, ModelError> {
         config.validate().map_err(ModelError::Config)?;
         let path = match config.protocol {
             Protocol::OpenAiChat => openai::PATH,

@@ -20,6 +20,10 @@ use crate::error::ErrorKind;
 /// server says how long to wait (`retry-after-ms`, else `Retry-After` in
 /// seconds or as an HTTP date) that wait is used exactly instead; if it is
 /// longer than `max_retry_after` the call fails rather than stalling the run.
+///
+/// Each client owns one jitter generator, so the schedule is reproducible
+/// for the calls of one client made one after another; concurrent calls on
+/// the same client draw from it in whatever order they fail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {

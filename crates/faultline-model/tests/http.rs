@@ -36,7 +36,7 @@ fn config(server: &ScriptedServer, protocol: Protocol) -> ModelConfig {
 }
 
 fn client(config: ModelConfig) -> ModelClient {
-    ModelClient::with_api_key(config, Some(ApiKey::new("test-key"))).unwrap()
+    ModelClient::with_resolved_api_key(config, Some(ApiKey::new("test-key"))).unwrap()
 }
 
 fn request() -> ModelRequest {
@@ -440,7 +440,7 @@ async fn connection_refused_is_a_retried_connect_error() {
     let mut config = ModelConfig::new(Protocol::OpenAiChat, "m")
         .with_base_url(format!("http://127.0.0.1:{port}/v1"));
     config.retry = fast_retry(2);
-    let err = ModelClient::with_api_key(config, None)
+    let err = ModelClient::with_resolved_api_key(config, None)
         .unwrap()
         .complete(&request())
         .await

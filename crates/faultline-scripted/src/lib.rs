@@ -7,6 +7,34 @@
 //! is recorded, so tests can check what a client sent and when, without
 //! mocking the HTTP client.
 //!
+//! # Script files
+//!
+//! The binary (`faultline-scripted --script FILE [--port N] [--port-file PATH]
+//! [--request-log PATH]`) reads a script as JSON or TOML. Each step names its
+//! `kind`; the fields are those of the [`Step`] variants:
+//!
+//! ```toml
+//! mode = "per_conversation"        # or "global" (the default)
+//!
+//! [[steps]]
+//! kind = "error"
+//! status = 429
+//! retry_after = "1"
+//!
+//! [[steps]]
+//! kind = "tool_call"
+//! command = "go test ./raft/..."
+//! usage = { input = 1200, cached_input = 1000, output = 80 }
+//!
+//! [[steps]]
+//! kind = "text"
+//! text = "Done."
+//! ```
+//!
+//! Other kinds: `context_length`, `malformed`, `raw`, `hang`, `oversized`.
+//!
+//! # Library use
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), faultline_scripted::ServerError> {
 //! use faultline_scripted::{Script, ScriptedServer, Step};
