@@ -96,7 +96,7 @@ impl RetryPolicy {
         let grown = self.initial_backoff.as_secs_f64() * self.multiplier.powi(exponent);
         let capped = grown.min(self.max_backoff.as_secs_f64());
         let unit: f64 = rng.random();
-        Duration::from_secs_f64(capped * (1.0 - self.jitter * unit))
+        Duration::try_from_secs_f64(capped * (1.0 - self.jitter * unit)).unwrap_or(self.max_backoff)
     }
 }
 
@@ -325,6 +325,22 @@ mod tests {
             assert!(wait <= Duration::from_millis(full), "{wait:?}");
             assert!(wait >= Duration::from_millis(full / 2), "{wait:?}");
         }
+    }
+
+    #[test]
+    fn extreme_settings_do_not_overflow() {
+        let policy = RetryPolicy {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::MAX,
+            multiplier: 10.0,
+            ..RetryPolicy::default()
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        for retry in [0, 50, 400, u32::MAX] {
+            assert!(policy.backoff(retry, &mut rng) <= Duration::MAX);
+        }
+        let huge = headers(&[("retry-after", "1e300")]);
+        assert!(server_delay(&huge, SystemTime::now()).is_some());
     }
 
     #[test]

@@ -233,7 +233,7 @@ fn add_usage(body: &mut Value, protocol: Protocol, usage: Option<StepUsage>) {
         Protocol::OpenAi => json!({
             "prompt_tokens": u.input,
             "completion_tokens": u.output,
-            "total_tokens": u.input + u.output,
+            "total_tokens": u.input.saturating_add(u.output),
             "prompt_tokens_details": { "cached_tokens": u.cached_input },
             "completion_tokens_details": { "reasoning_tokens": u.reasoning }
         }),
