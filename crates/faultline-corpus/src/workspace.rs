@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Bumped whenever the preparation procedure changes, so old workspaces are rebuilt.
-const PREPARE_VERSION: u32 = 1;
+const PREPARE_VERSION: u32 = 2;
 
 /// The crate inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
@@ -202,15 +202,13 @@ fn hash_inputs(case: &Case, toolchain: &Toolchain) -> Result<String> {
     h.update(format!("prepare-v{PREPARE_VERSION}\n"));
     h.update(toolchain.sysroot.to_string_lossy().as_bytes());
     h.update(fs::read(case.dir.join("case.toml"))?);
-    if let Some(lock) = case.lockfile() {
-        h.update(fs::read(lock)?);
-    }
     let mut files: Vec<PathBuf> = walkdir::WalkDir::new(case.oracle_dir())
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
         .map(|e| e.into_path())
         .filter(|p| !p.components().any(|c| c.as_os_str() == "target"))
+        .filter(|p| p.file_name().is_none_or(|n| n != "Cargo.lock"))
         .collect();
     files.sort();
     for f in files {
@@ -223,6 +221,45 @@ fn hash_inputs(case: &Case, toolchain: &Toolchain) -> Result<String> {
         h.update(fs::read(&f)?);
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// Whether the lockfiles committed with the case (if any) are the ones the workspace was built
+/// from; lockfiles are compared rather than hashed so that recording them does not force a
+/// rebuild.
+fn committed_locks_match(case: &Case, stamp: &Stamp) -> bool {
+    let same = |committed: PathBuf, prepared: PathBuf| {
+        !committed.is_file() || fs::read(&committed).ok() == fs::read(&prepared).ok()
+    };
+    let oracle_ok = match &stamp.grade.oracle {
+        Some(o) => same(case.oracle_dir().join("Cargo.lock"), o.join("Cargo.lock")),
+        None => true,
+    };
+    oracle_ok
+        && same(
+            case.dir.join("Cargo.lock"),
+            stamp.agent.workspace.join("Cargo.lock"),
+        )
+}
+
+/// Copies the lockfiles a preparation resolved into the case directory, so the case builds with
+/// the same dependency versions on every machine from now on. Returns the files written.
+pub fn record_locks(case: &Case, prepared: &PreparedCase) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    let mut copy = |from: PathBuf, to: PathBuf| -> Result<()> {
+        if fs::read(&from)? != fs::read(&to).unwrap_or_default() {
+            faultline_schema::io::write_atomic(&to, &fs::read(&from)?)?;
+            written.push(to);
+        }
+        Ok(())
+    };
+    copy(
+        prepared.stamp.agent.workspace.join("Cargo.lock"),
+        case.dir.join("Cargo.lock"),
+    )?;
+    if let Some(o) = &prepared.stamp.grade.oracle {
+        copy(o.join("Cargo.lock"), case.oracle_dir().join("Cargo.lock"))?;
+    }
+    Ok(written)
 }
 
 /// Prepares (or re-checks) the workspace of a case.
@@ -249,6 +286,7 @@ pub async fn prepare(
         && let Ok(stamp) = faultline_schema::io::read_json::<Stamp>(&stamp_path, "workspace stamp")
         && stamp.inputs == inputs
         && stamp.agent.workspace.join("target").is_dir()
+        && committed_locks_match(case, &stamp)
     {
         warm_build(&stamp.agent, toolchain, false).await?;
         return Ok(PreparedCase {
@@ -630,7 +668,9 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
     fs::create_dir_all(dir)?;
     let mut text = format!(
         "[source.crates-io]\nreplace-with = \"vendored-sources\"\n\n\
-         [source.vendored-sources]\ndirectory = \"{GUEST_VENDOR}\"\n\n[net]\noffline = true\n"
+         [source.vendored-sources]\ndirectory = \"{GUEST_VENDOR}\"\n\n[net]\noffline = true\n\n\
+         # Line tables keep backtraces useful at a fraction of the build cache's size.\n\
+         [profile.dev]\ndebug = \"line-tables-only\"\n\n[profile.test]\ndebug = \"line-tables-only\"\n"
     );
     if self_patch {
         text.push_str(&format!(

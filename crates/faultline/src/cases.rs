@@ -28,6 +28,13 @@ pub enum CasesCommand {
         /// The case id.
         case: String,
     },
+    /// Record the dependency versions a case resolved (`Cargo.lock`, `oracle/Cargo.lock`) in the
+    /// case directory, preparing it first if needed.
+    Lock {
+        /// Case ids.
+        #[arg(required = true)]
+        cases: Vec<String>,
+    },
     /// Validate cases: oracle fails on buggy k/k, passes with the gold patch k/k, regression
     /// tests pass on both, texts within budget and free of leaks.
     Validate(ValidateArgs),
@@ -86,6 +93,7 @@ pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
         CasesCommand::List { filter, json } => list(env, filter, json),
         CasesCommand::Show { case } => show(env, &case),
         CasesCommand::Validate(args) => validate(env, args).await,
+        CasesCommand::Lock { cases } => lock(env, &cases).await,
     }
 }
 
@@ -230,6 +238,27 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+async fn lock(env: &Env, ids: &[String]) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    for id in ids {
+        let Some(case) = corpus.get(id) else {
+            bail!("no case `{id}` in {}", corpus.root.display());
+        };
+        let prepared =
+            faultline_corpus::prepare(case, &env.data, &toolchain, &Default::default()).await?;
+        let written = faultline_corpus::workspace::record_locks(case, &prepared)?;
+        if written.is_empty() {
+            println!("{id}: lockfiles already recorded");
+        }
+        for w in written {
+            println!("{id}: wrote {}", w.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn prepare(env: &Env, args: PrepareArgs) -> Result<ExitCode> {
