@@ -381,6 +381,8 @@ async fn build_fresh(
     args.push(agent_vendor.to_string_lossy().into_owned());
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     host_cargo(&agent_ws, &argv).context("vendoring the crate's dependencies")?;
+    // cargo creates no directory when there is nothing to vendor.
+    fs::create_dir_all(&agent_vendor)?;
     check_vendor(&agent_vendor, &name)?;
     let fixed_hashes = fixed_only_hashes(&sources.buggy, &sources.fixed)?;
     check_no_fixed_files(&agent_ws, &fixed_hashes)?;
@@ -396,7 +398,9 @@ async fn build_fresh(
         oracle: None,
     };
     warm_build(&staged_agent, toolchain, true).await?;
-    let vendored_packages = fs::read_dir(&agent_vendor)?.count();
+    let vendored_packages = fs::read_dir(&agent_vendor)
+        .with_context(|| format!("reading {}", agent_vendor.display()))?
+        .count();
 
     let grade = match case.manifest.oracle.kind {
         OracleKind::InCrate => staged_agent.clone(),
@@ -490,6 +494,7 @@ async fn prepare_external_oracle(
         ],
     )
     .context("vendoring the oracle's dependencies")?;
+    fs::create_dir_all(&vendor)?;
     check_vendor(&vendor, name)?;
     check_no_fixed_files(&vendor, fixed_hashes)?;
     let cargo = staging.join("grade/cargo");
@@ -610,7 +615,8 @@ fn check_single_subject(lock: &Path, name: &str) -> Result<()> {
 /// No vendored package is a copy of the subject crate.
 fn check_vendor(vendor: &Path, name: &str) -> Result<()> {
     let prefix = format!("{name}-");
-    for entry in fs::read_dir(vendor)? {
+    let entries = fs::read_dir(vendor).with_context(|| format!("reading {}", vendor.display()))?;
+    for entry in entries {
         let dir = entry?.file_name().to_string_lossy().into_owned();
         let is_copy = dir == name
             || dir

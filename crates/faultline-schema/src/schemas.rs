@@ -9,8 +9,31 @@ pub fn all() -> Vec<(&'static str, String)> {
         s.push('\n');
         s
     };
-    vec![(
-        "case.schema.json",
-        pretty(schema_for!(crate::case::CaseManifest)),
-    )]
+    vec![
+        (
+            "case.schema.json",
+            pretty(schema_for!(crate::case::CaseManifest)),
+        ),
+        (
+            "validation.schema.json",
+            pretty(schema_for!(crate::validation::ValidationReport)),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// The committed schema files are the ones the types generate (`faultline schema` rewrites
+    /// them).
+    #[test]
+    fn committed_schemas_are_current() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas");
+        for (name, text) in super::all() {
+            let on_disk = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+            assert!(
+                on_disk == text,
+                "schemas/{name} is out of date; run `cargo run -p faultline -- schema`"
+            );
+        }
+    }
 }
