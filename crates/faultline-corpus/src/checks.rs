@@ -2,7 +2,7 @@
 //! leak check, and whether the symptom names a causal function.
 
 use crate::case::Case;
-use crate::gold::{GoldDiff, diff_trees};
+use crate::gold::{TreeDiff, diff_trees};
 use crate::leak::LeakCheck;
 use crate::store::CaseSources;
 use crate::tokens::{self, BUNDLE_TOKEN_BUDGET, SYMPTOM_TOKEN_BUDGET};
@@ -16,7 +16,7 @@ use std::path::Path;
 pub const BUNDLE_GENERATOR_DIR: &str = "generator";
 
 /// Runs the static checks of a case against its buggy and fixed trees.
-pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport, GoldDiff)> {
+pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport, TreeDiff)> {
     let gold = diff_trees(&sources.buggy, &sources.fixed)?;
     let mut problems = Vec::new();
     if gold.is_empty() {

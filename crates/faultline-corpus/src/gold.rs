@@ -3,7 +3,7 @@
 //!
 //! Only the crate's source files count (everything under `src/`): the version bump in
 //! `Cargo.toml`, new upstream tests and changelog entries are left out and listed in
-//! [`GoldDiff::excluded`].
+//! [`TreeDiff::excluded`].
 
 use similar::{DiffTag, TextDiff};
 use std::collections::BTreeSet;
@@ -57,9 +57,9 @@ pub struct FileDiff {
     pub hunks: Vec<Hunk>,
 }
 
-/// The gold patch between two trees.
+/// The difference between two trees (the gold patch, or an agent's changes).
 #[derive(Debug, Clone, Default)]
-pub struct GoldDiff {
+pub struct TreeDiff {
     /// Changed source files, sorted by path.
     pub files: Vec<FileDiff>,
     /// Other paths that differ between the trees and are not part of the patch.
@@ -87,7 +87,11 @@ const PACKAGING_NOISE: &[&str] = &[".cargo_vcs_info.json", ".cargo-ok", "Cargo.t
 
 fn list_files(root: &Path) -> Result<BTreeSet<String>, GoldError> {
     let mut out = BTreeSet::new();
-    for entry in WalkDir::new(root).follow_links(false) {
+    let walk = WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.depth() != 1 || (e.file_name() != "target" && e.file_name() != ".git"));
+    for entry in walk {
         let entry = entry.map_err(|e| GoldError::Io {
             path: root.display().to_string(),
             source: e.into(),
@@ -99,9 +103,6 @@ fn list_files(root: &Path) -> Result<BTreeSet<String>, GoldError> {
                 .expect("walkdir yields paths under its root")
                 .to_string_lossy()
                 .replace('\\', "/");
-            if rel.starts_with("target/") || rel.starts_with(".git/") {
-                continue;
-            }
             out.insert(rel);
         }
     }
@@ -117,43 +118,62 @@ fn read_text(root: &Path, rel: &str) -> Result<String, GoldError> {
     String::from_utf8(bytes).map_err(|_| GoldError::Binary(rel.to_string()))
 }
 
-/// Computes the gold patch from the buggy tree to the fixed tree.
-pub fn diff_trees(buggy: &Path, fixed: &Path) -> Result<GoldDiff, GoldError> {
-    let old_files = list_files(buggy)?;
-    let new_files = list_files(fixed)?;
-    let mut gold = GoldDiff::default();
+/// Computes the gold patch from the buggy tree to the fixed tree: source files only.
+pub fn diff_trees(buggy: &Path, fixed: &Path) -> Result<TreeDiff, GoldError> {
+    diff_with(buggy, fixed, &is_source_path, false)
+}
+
+/// Computes everything an agent changed in a workspace (every file but `target/` and `.git/`);
+/// binary files are listed in `excluded` instead of failing the diff.
+pub fn diff_workspace(pristine: &Path, current: &Path) -> Result<TreeDiff, GoldError> {
+    diff_with(pristine, current, &|_| true, true)
+}
+
+fn diff_with(
+    old_root: &Path,
+    new_root: &Path,
+    include: &dyn Fn(&str) -> bool,
+    skip_binary: bool,
+) -> Result<TreeDiff, GoldError> {
+    let old_files = list_files(old_root)?;
+    let new_files = list_files(new_root)?;
+    let mut diff = TreeDiff::default();
     for rel in old_files.union(&new_files) {
         if PACKAGING_NOISE.contains(&rel.as_str()) {
             continue;
         }
         let in_old = old_files.contains(rel);
         let in_new = new_files.contains(rel);
-        if in_old && in_new && fs::read(buggy.join(rel)).ok() == fs::read(fixed.join(rel)).ok() {
+        if in_old
+            && in_new
+            && fs::read(old_root.join(rel)).ok() == fs::read(new_root.join(rel)).ok()
+        {
             continue;
         }
-        if !is_source_path(rel) {
-            gold.excluded.push(rel.clone());
+        if !include(rel) {
+            diff.excluded.push(rel.clone());
             continue;
         }
-        let old = if in_old {
-            Some(read_text(buggy, rel)?)
-        } else {
-            None
+        let read = |root: &Path, present: bool| -> Result<Option<String>, GoldError> {
+            if present { read_text(root, rel).map(Some) } else { Ok(None) }
         };
-        let new = if in_new {
-            Some(read_text(fixed, rel)?)
-        } else {
-            None
+        let (old, new) = match (read(old_root, in_old), read(new_root, in_new)) {
+            (Ok(o), Ok(n)) => (o, n),
+            (Err(GoldError::Binary(_)), _) | (_, Err(GoldError::Binary(_))) if skip_binary => {
+                diff.excluded.push(format!("{rel} (binary)"));
+                continue;
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let hunks = hunks_of(old.as_deref().unwrap_or(""), new.as_deref().unwrap_or(""));
-        gold.files.push(FileDiff {
+        diff.files.push(FileDiff {
             path: rel.clone(),
             old,
             new,
             hunks,
         });
     }
-    Ok(gold)
+    Ok(diff)
 }
 
 fn hunks_of(old: &str, new: &str) -> Vec<Hunk> {
@@ -178,7 +198,7 @@ fn hunks_of(old: &str, new: &str) -> Vec<Hunk> {
         .collect()
 }
 
-impl GoldDiff {
+impl TreeDiff {
     /// Whether the fixed tree differs from the buggy one in any source file.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()

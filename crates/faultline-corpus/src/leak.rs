@@ -4,7 +4,7 @@
 //! upstream issue, pull-request or commit reference, or a quoted string that, searched for in the
 //! buggy source, lands on a line the fix rewrites.
 
-use crate::gold::GoldDiff;
+use crate::gold::TreeDiff;
 pub use faultline_schema::validation::{LeakFinding, LeakKind};
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -32,7 +32,7 @@ impl LeakCheck {
     /// Builds the check from the gold patch, the whole buggy source text (lines that already
     /// exist there are not a leak), the fixed-version markers and the upstream references.
     pub fn new(
-        gold: &GoldDiff,
+        gold: &TreeDiff,
         buggy_sources: &[String],
         fixed_markers: &[String],
         upstream: &faultline_schema::case::Upstream,

@@ -11,5 +11,5 @@ pub mod tokens;
 pub mod workspace;
 
 pub use case::{BundleFile, Case, CaseError, Corpus, Selection};
-pub use gold::GoldDiff;
+pub use gold::TreeDiff;
 pub use workspace::{DataDir, PrepareOptions, PreparedCase, Template, prepare};

@@ -5,11 +5,21 @@
 //! network; the only I/O is reading and atomically writing these files ([`io`]).
 
 pub mod case;
+pub mod diagnosis;
+pub mod grade;
 pub mod io;
+pub mod run;
 pub mod schemas;
+pub mod task;
+pub mod trajectory;
 pub mod validation;
 
 pub use case::{
     CaseManifest, CaseParseError, Category, LabeledBlock, OracleKind, OracleSpec, Pin,
     RegressionSpec, Source,
 };
+pub use diagnosis::{DiagnosedBlock, Diagnosis};
+pub use grade::{Grade, Outcome};
+pub use run::{ResultRecord, RunLock};
+pub use task::{Condition, Limits, Task, Track};
+pub use trajectory::{ActionKind, ExitStatus, Trajectory};

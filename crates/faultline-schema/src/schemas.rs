@@ -14,6 +14,21 @@ pub fn all() -> Vec<(&'static str, String)> {
             "case.schema.json",
             pretty(schema_for!(crate::case::CaseManifest)),
         ),
+        ("task.schema.json", pretty(schema_for!(crate::task::Task))),
+        (
+            "trajectory.schema.json",
+            pretty(schema_for!(crate::trajectory::Trajectory)),
+        ),
+        (
+            "diagnosis.schema.json",
+            pretty(schema_for!(crate::diagnosis::Diagnosis)),
+        ),
+        ("grade.schema.json", pretty(schema_for!(crate::grade::Grade))),
+        ("lock.schema.json", pretty(schema_for!(crate::run::RunLock))),
+        (
+            "result.schema.json",
+            pretty(schema_for!(crate::run::ResultRecord)),
+        ),
         (
             "validation.schema.json",
             pretty(schema_for!(crate::validation::ValidationReport)),

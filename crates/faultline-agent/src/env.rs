@@ -1,0 +1,117 @@
+//! The environment of one trial: a private copy of the case's agent workspace, the sandbox over
+//! it, and what the agent is told.
+
+use anyhow::{Context, Result};
+use faultline_corpus::gold::diff_workspace;
+use faultline_corpus::workspace::copy_preserving;
+use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase};
+use faultline_sandbox::{Sandbox, Toolchain};
+use faultline_schema::{Condition, Task};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// What an agent submits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submission {
+    /// The text of `diagnosis.json`.
+    Diagnosis(String),
+    /// A unified diff against the buggy crate.
+    Patch(String),
+    /// One integration-test file.
+    Reproducer(String),
+    /// Nothing was submitted.
+    None,
+}
+
+impl Submission {
+    /// The file name it is stored under in the trial directory.
+    pub fn file_name(&self) -> Option<&'static str> {
+        match self {
+            Submission::Diagnosis(_) => Some("diagnosis.json"),
+            Submission::Patch(_) => Some("patch.diff"),
+            Submission::Reproducer(_) => Some("reproducer.rs"),
+            Submission::None => None,
+        }
+    }
+
+    /// The submitted text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Submission::Diagnosis(t) | Submission::Patch(t) | Submission::Reproducer(t) => Some(t),
+            Submission::None => None,
+        }
+    }
+}
+
+/// A trial's private workspace and sandbox.
+#[derive(Debug)]
+pub struct TrialEnv {
+    /// The task.
+    pub task: Task,
+    /// The symptom text.
+    pub symptom: String,
+    /// The bundle (shown only in the `context` condition).
+    pub bundle: Vec<BundleFile>,
+    /// The trial's workspace on the host (mounted at `/workspace`).
+    pub workspace: PathBuf,
+    /// The untouched agent workspace the diffs are taken against.
+    pub pristine: PathBuf,
+    /// The sandbox over the workspace.
+    pub sandbox: Sandbox,
+    _dir: tempfile::TempDir,
+}
+
+impl TrialEnv {
+    /// Copies the case's agent workspace (with its warm build cache) for one trial.
+    pub fn create(
+        case: &Case,
+        prepared: &PreparedCase,
+        task: Task,
+        data: &DataDir,
+        toolchain: &Toolchain,
+    ) -> Result<TrialEnv> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("trial-{}-", case.id()))
+            .tempdir_in(data.scratch()?)?;
+        let workspace = dir.path().join("workspace");
+        let agent = &prepared.stamp.agent;
+        copy_preserving(&agent.workspace, &workspace).context("copying the agent workspace")?;
+        let sandbox = Sandbox::new(agent.sandbox_spec(toolchain, &workspace, None))?;
+        let bundle = if task.condition == Condition::Context {
+            case.bundle.clone()
+        } else {
+            Vec::new()
+        };
+        Ok(TrialEnv {
+            task,
+            symptom: case.symptom.clone(),
+            bundle,
+            workspace,
+            pristine: agent.workspace.clone(),
+            sandbox,
+            _dir: dir,
+        })
+    }
+
+    /// The unified diff of everything changed in the workspace so far, and its SHA-256.
+    pub fn diff(&self) -> Result<(String, String)> {
+        let diff = diff_workspace(&self.pristine, &self.workspace)?.unified();
+        let sha = hex::encode(Sha256::digest(diff.as_bytes()));
+        Ok((diff, sha))
+    }
+
+    /// Writes the task directory an external agent receives: `task.json`, `symptom.md` and,
+    /// in the `context` condition, `context/*.md`.
+    pub fn write_task_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        faultline_schema::io::write_json_atomic(&dir.join("task.json"), &self.task)?;
+        std::fs::write(dir.join("symptom.md"), &self.symptom)?;
+        if !self.bundle.is_empty() {
+            std::fs::create_dir_all(dir.join("context"))?;
+            for f in &self.bundle {
+                std::fs::write(dir.join("context").join(&f.name), &f.text)?;
+            }
+        }
+        Ok(())
+    }
+}

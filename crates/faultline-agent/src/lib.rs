@@ -1,0 +1,13 @@
+//! The agent side of a trial: the built-in agent loop, external agents, baselines, and the
+//! trajectory each of them leaves.
+
+pub mod builtin;
+pub mod classify;
+pub mod env;
+pub mod parse;
+pub mod prompts;
+pub mod record;
+
+pub use builtin::{BuiltinAgent, TrialResult};
+pub use env::{Submission, TrialEnv};
+pub use prompts::{SUBMIT_SENTINEL, Templates};

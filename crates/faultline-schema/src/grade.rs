@@ -1,0 +1,171 @@
+//! `grade.json`: the verdict on one submission, format version 1, written beside the trial.
+
+use crate::task::Track;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Format version of [`Grade`].
+pub const GRADE_SCHEMA_VERSION: u32 = 1;
+
+/// The outcome of grading a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Repair: the oracle, the regression tests and the robustness seeds all pass.
+    Pass,
+    /// Repair: the hidden oracle fails.
+    FailOracle,
+    /// Repair: the oracle passes but a regression test fails.
+    FailRegression,
+    /// Repair: the oracle passes on its own seed but fails under seeds the agent never saw.
+    FailRobustness,
+    /// Repair: the patch does not apply, is binary, or touches nothing the crate compiles.
+    PatchError,
+    /// Repair: the patched crate or the oracle does not compile.
+    BuildError,
+    /// Repair: the oracle or the regression tests ran out of time.
+    Timeout,
+    /// Diagnosis: scored (see the scores).
+    Scored,
+    /// Reproduction: fails on the buggy version and passes with the gold patch, k times each.
+    Valid,
+    /// Reproduction: fails on both versions.
+    FailsOnBoth,
+    /// Reproduction: passes on both versions.
+    PassesOnBoth,
+    /// Reproduction: the test does not compile against the crate's public API.
+    DoesNotCompile,
+    /// Reproduction: its result changes between runs.
+    Flaky,
+    /// The submission is missing or malformed (bad JSON, unknown fields, absurd lines).
+    InvalidSubmission,
+    /// The grader itself failed; never counted as a failure of the agent.
+    InfraError,
+}
+
+impl Outcome {
+    /// Whether this outcome counts as a success of its track.
+    pub fn is_success(self) -> bool {
+        matches!(self, Outcome::Pass | Outcome::Valid)
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::FailOracle => "fail_oracle",
+            Outcome::FailRegression => "fail_regression",
+            Outcome::FailRobustness => "fail_robustness",
+            Outcome::PatchError => "patch_error",
+            Outcome::BuildError => "build_error",
+            Outcome::Timeout => "timeout",
+            Outcome::Scored => "scored",
+            Outcome::Valid => "valid",
+            Outcome::FailsOnBoth => "fails_on_both",
+            Outcome::PassesOnBoth => "passes_on_both",
+            Outcome::DoesNotCompile => "does_not_compile",
+            Outcome::Flaky => "flaky",
+            Outcome::InvalidSubmission => "invalid_submission",
+            Outcome::InfraError => "infra_error",
+        }
+    }
+}
+
+/// Diagnosis scores (DistDebug's definitions; the matching rule is in docs/grading.md).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DiagnosisScores {
+    /// Share of labeled blocks that some diagnosed block overlaps.
+    pub block_coverage: f64,
+    /// Share of the diagnosed lines that lie inside labeled blocks.
+    pub block_precision: f64,
+    /// Share of the labeled blocks' files that the diagnosis names.
+    pub file_coverage: f64,
+    /// Line-level F1 between diagnosed and labeled lines.
+    pub line_f1: f64,
+    /// Number of blocks named.
+    pub blocks_named: u32,
+    /// Number of lines named (after merging overlaps).
+    pub lines_named: u32,
+    /// Blocks that were ignored, with the reason (file missing, range outside the file, reversed).
+    pub rejected_blocks: Vec<String>,
+}
+
+/// Repair details.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RepairDetails {
+    /// Files the patch changed that were applied.
+    pub applied_files: Vec<String>,
+    /// Files the patch changed that were dropped (tests, manifests, build scripts, the oracle's
+    /// location, anything outside the crate's sources), with the reason.
+    pub dropped: Vec<String>,
+    /// Oracle verdict on the agent-visible seed.
+    pub oracle: Option<String>,
+    /// Regression: tests passed, and the names that failed.
+    pub regression_passed: Option<u32>,
+    /// Regression failures.
+    pub regression_failures: Vec<String>,
+    /// Robustness: seeds tried beyond the first.
+    pub robustness_seeds: u32,
+    /// Robustness: seeds that passed.
+    pub robustness_passed: u32,
+    /// The build error or patch error text (capped).
+    pub error: Option<String>,
+}
+
+/// Reproduction details.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ReproductionDetails {
+    /// Runs on the buggy version that failed, of `k`.
+    pub buggy_failures: u32,
+    /// Runs with the gold patch that passed, of `k`.
+    pub gold_passes: u32,
+    /// Runs per version.
+    pub k: u32,
+    /// Changes the agent made to the crate itself, discarded before grading.
+    pub discarded_files: Vec<String>,
+    /// The compiler error, if it did not compile.
+    pub error: Option<String>,
+}
+
+/// Hashes of everything the grade depends on, for the grade cache and for audits.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct GradeInputs {
+    /// SHA-256 of the submission file.
+    pub submission_sha256: String,
+    /// SHA-256 of the case's oracle directory and `case.toml`.
+    pub case_sha256: String,
+    /// The faultline version.
+    pub faultline_version: String,
+}
+
+/// The verdict on one submission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Grade {
+    /// Format version; 1.
+    pub schema_version: u32,
+    /// The trial.
+    pub trial_id: String,
+    /// The case.
+    pub case_id: String,
+    /// The track.
+    pub track: Track,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// A one-line reason, for humans.
+    pub reason: String,
+    /// The headline number of the track: 1/0 for repair and reproduction, block coverage for
+    /// diagnosis; absent for infrastructure errors.
+    pub score: Option<f64>,
+    /// Diagnosis scores.
+    pub diagnosis: Option<DiagnosisScores>,
+    /// Repair details.
+    pub repair: Option<RepairDetails>,
+    /// Reproduction details.
+    pub reproduction: Option<ReproductionDetails>,
+    /// What was graded.
+    pub inputs: GradeInputs,
+    /// When (RFC 3339).
+    pub graded_at: String,
+    /// Seconds grading took.
+    pub wall_secs: f64,
+}
