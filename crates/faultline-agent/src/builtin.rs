@@ -7,10 +7,12 @@ use crate::parse::{ActionSource, ParsedAction, parse_action};
 use crate::prompts::{SUBMIT_SENTINEL, Templates};
 use crate::record::Recorder;
 use anyhow::Result;
-use faultline_model::{Message, ModelClient, ModelRequest, ModelResponse, PricingTable, ToolDefinition};
+use faultline_model::{
+    Message, ModelClient, ModelRequest, ModelResponse, PricingTable, ToolDefinition,
+};
 use faultline_sandbox::ExecRequest;
 use faultline_schema::trajectory::{
-    Action, AgentInfo, ChatMessage, LimitFired, ModelCall, Step, ToolCallRecord, Tokens,
+    Action, AgentInfo, ChatMessage, LimitFired, ModelCall, Step, Tokens, ToolCallRecord,
 };
 use faultline_schema::{ActionKind, ExitStatus, Track};
 use std::path::PathBuf;
@@ -69,7 +71,11 @@ impl BuiltinAgent {
 
     /// Runs one trial to its end; the trajectory is written to `trajectory_path` after every
     /// step. Errors are only for the harness's own failures (e.g. a full disk).
-    pub async fn run(&self, env: &TrialEnv, trajectory_path: Option<PathBuf>) -> Result<TrialResult> {
+    pub async fn run(
+        &self,
+        env: &TrialEnv,
+        trajectory_path: Option<PathBuf>,
+    ) -> Result<TrialResult> {
         let task = &env.task;
         let limits = &task.limits;
         let mut rec = Recorder::new(task, self.info(), trajectory_path);
@@ -81,9 +87,9 @@ impl BuiltinAgent {
         let mut conversation = vec![Message::User {
             text: prompts.task.clone(),
         }];
-        let tool = self
-            .tool_mode
-            .then(|| ToolDefinition::bash("Run one shell command in /workspace and return its output."));
+        let tool = self.tool_mode.then(|| {
+            ToolDefinition::bash("Run one shell command in /workspace and return its output.")
+        });
         let mut format_errors = 0u32;
 
         loop {
@@ -109,8 +115,10 @@ impl BuiltinAgent {
                 max_output_tokens: self.max_output_tokens,
                 temperature: self.temperature,
             };
-            let remaining = Duration::from_secs_f64((limits.wall_secs as f64 - rec.elapsed()).max(0.0));
-            let reply = match tokio::time::timeout(remaining, self.client.complete(&request)).await {
+            let remaining =
+                Duration::from_secs_f64((limits.wall_secs as f64 - rec.elapsed()).max(0.0));
+            let reply = match tokio::time::timeout(remaining, self.client.complete(&request)).await
+            {
                 Err(_) => {
                     let fired = LimitFired {
                         limit: "wall_secs".into(),
@@ -120,7 +128,9 @@ impl BuiltinAgent {
                     return Ok(finished(rec, Submission::None));
                 }
                 Ok(Err(e)) => {
-                    rec.add_unstepped_cost(e.billed_usage().map(|u| self.cost(u)).unwrap_or(Some(0.0)));
+                    rec.add_unstepped_cost(
+                        e.billed_usage().map(|u| self.cost(u)).unwrap_or(Some(0.0)),
+                    );
                     rec.finish(
                         ExitStatus::ModelError,
                         None,
@@ -168,7 +178,8 @@ impl BuiltinAgent {
             format_errors = 0;
             let kind = classify(&parsed.command);
             let remaining = (limits.wall_secs as f64 - rec.elapsed()).max(1.0);
-            let timeout = Duration::from_secs_f64((limits.command_timeout_secs as f64).min(remaining));
+            let timeout =
+                Duration::from_secs_f64((limits.command_timeout_secs as f64).min(remaining));
             let cap = if kind == ActionKind::Submit {
                 SUBMISSION_CAP
             } else {

@@ -24,10 +24,12 @@ static RUN: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 static SEARCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(^|[\s;&|(])(grep|egrep|rg|ag|find|ls|tree|fd|git\s+grep|git\s+log)\b").expect("valid regex")
+    Regex::new(r"(^|[\s;&|(])(grep|egrep|rg|ag|find|ls|tree|fd|git\s+grep|git\s+log)\b")
+        .expect("valid regex")
 });
 static READ: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(^|[\s;&|(])(cat|head|tail|less|more|nl|wc|awk|sed\s+-n|bat|view)\b").expect("valid regex")
+    Regex::new(r"(^|[\s;&|(])(cat|head|tail|less|more|nl|wc|awk|sed\s+-n|bat|view)\b")
+        .expect("valid regex")
 });
 
 /// The kind of a command. When a command does several things, the most consequential wins:

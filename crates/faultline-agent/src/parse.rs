@@ -32,9 +32,11 @@ static FENCE: LazyLock<Regex> = LazyLock::new(|| {
 /// fenced block. The error is the message sent back to the model.
 pub fn parse_action(reply: &ModelResponse) -> Result<ParsedAction, String> {
     if reply.finish_reason == FinishReason::Length {
-        return Err("Your reply was cut off because it reached the output token limit. Reply \
+        return Err(
+            "Your reply was cut off because it reached the output token limit. Reply \
                     again, more briefly, with one command."
-            .into());
+                .into(),
+        );
     }
     if let Some(call) = reply.tool_calls.first() {
         if call.name != "bash" {
@@ -66,9 +68,11 @@ pub fn parse_action(reply: &ModelResponse) -> Result<ParsedAction, String> {
             source: ActionSource::Text,
             call_id: None,
         }),
-        [] | [_] => Err("No command found. Call the `bash` tool, or put exactly one command in \
+        [] | [_] => Err(
+            "No command found. Call the `bash` tool, or put exactly one command in \
                          one ```bash fenced block."
-            .into()),
+                .into(),
+        ),
         many => Err(format!(
             "Found {} fenced blocks; reply with exactly one command per turn.",
             many.len()
@@ -87,7 +91,7 @@ fn truncate(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_model::{ToolCall, RetryStats};
+    use faultline_model::{RetryStats, ToolCall};
     use std::time::Duration;
 
     fn reply(text: Option<&str>, calls: Vec<ToolCall>, finish: FinishReason) -> ModelResponse {
@@ -109,23 +113,46 @@ mod tests {
     fn tool_calls_and_fenced_blocks() {
         let call = ToolCall::new("c1", "bash", r#"{"command":"ls src"}"#);
         let a = parse_action(&reply(None, vec![call], FinishReason::ToolCalls)).unwrap();
-        assert_eq!((a.command.as_str(), a.source), ("ls src", ActionSource::ToolCall));
+        assert_eq!(
+            (a.command.as_str(), a.source),
+            ("ls src", ActionSource::ToolCall)
+        );
 
-        let t = reply(Some("Look first.\n```bash\ncat src/lib.rs\n```\n"), vec![], FinishReason::Stop);
+        let t = reply(
+            Some("Look first.\n```bash\ncat src/lib.rs\n```\n"),
+            vec![],
+            FinishReason::Stop,
+        );
         assert_eq!(parse_action(&t).unwrap().command, "cat src/lib.rs");
     }
 
     #[test]
     fn format_errors_explain_themselves() {
-        let none = reply(Some("I think the bug is in merge."), vec![], FinishReason::Stop);
+        let none = reply(
+            Some("I think the bug is in merge."),
+            vec![],
+            FinishReason::Stop,
+        );
         assert!(parse_action(&none).unwrap_err().contains("No command"));
-        let two = reply(Some("```bash\nls\n```\n```bash\npwd\n```"), vec![], FinishReason::Stop);
+        let two = reply(
+            Some("```bash\nls\n```\n```bash\npwd\n```"),
+            vec![],
+            FinishReason::Stop,
+        );
         assert!(parse_action(&two).unwrap_err().contains("2 fenced blocks"));
         let cut = reply(Some("```bash\nls"), vec![], FinishReason::Length);
         assert!(parse_action(&cut).unwrap_err().contains("cut off"));
         let bad = ToolCall::new("c1", "bash", "{not json");
-        assert!(parse_action(&reply(None, vec![bad], FinishReason::ToolCalls)).unwrap_err().contains("JSON object"));
+        assert!(
+            parse_action(&reply(None, vec![bad], FinishReason::ToolCalls))
+                .unwrap_err()
+                .contains("JSON object")
+        );
         let other = ToolCall::new("c1", "python", r#"{"command":"x"}"#);
-        assert!(parse_action(&reply(None, vec![other], FinishReason::ToolCalls)).unwrap_err().contains("no tool named"));
+        assert!(
+            parse_action(&reply(None, vec![other], FinishReason::ToolCalls))
+                .unwrap_err()
+                .contains("no tool named")
+        );
     }
 }

@@ -185,10 +185,20 @@ mod tests {
         }];
         let t = Templates::default();
         let with = t
-            .render(&task(Track::Repair, Condition::Context), "it hangs", &bundle, true)
+            .render(
+                &task(Track::Repair, Condition::Context),
+                "it hangs",
+                &bundle,
+                true,
+            )
             .unwrap();
         let without = t
-            .render(&task(Track::Repair, Condition::Symptom), "it hangs", &bundle, true)
+            .render(
+                &task(Track::Repair, Condition::Symptom),
+                "it hangs",
+                &bundle,
+                true,
+            )
             .unwrap();
         assert!(with.task.contains("node 2 timed out"));
         assert!(!without.task.contains("node 2 timed out"));
@@ -199,7 +209,10 @@ mod tests {
     #[test]
     fn each_track_has_its_own_submission() {
         let t = Templates::default();
-        let render = |tr| t.render(&task(tr, Condition::Symptom), "s", &[], false).unwrap();
+        let render = |tr| {
+            t.render(&task(tr, Condition::Symptom), "s", &[], false)
+                .unwrap()
+        };
         assert!(render(Track::Diagnose).task.contains("diagnosis.json"));
         assert!(render(Track::Reproduce).task.contains("faultline_repro.rs"));
         assert!(render(Track::Repair).task.contains("changes you made"));

@@ -155,7 +155,11 @@ fn diff_with(
             continue;
         }
         let read = |root: &Path, present: bool| -> Result<Option<String>, GoldError> {
-            if present { read_text(root, rel).map(Some) } else { Ok(None) }
+            if present {
+                read_text(root, rel).map(Some)
+            } else {
+                Ok(None)
+            }
         };
         let (old, new) = match (read(old_root, in_old), read(new_root, in_new)) {
             (Ok(o), Ok(n)) => (o, n),

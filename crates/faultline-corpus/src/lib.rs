@@ -4,6 +4,7 @@
 pub mod cargo;
 pub mod case;
 pub mod checks;
+pub mod fixtures;
 pub mod gold;
 pub mod leak;
 pub mod store;

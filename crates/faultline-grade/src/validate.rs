@@ -6,7 +6,7 @@ use crate::libtest::RunVerdict;
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
-use faultline_corpus::{Case, DataDir, TreeDiff, PrepareOptions, PreparedCase, prepare};
+use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, TreeDiff, prepare};
 use faultline_sandbox::Toolchain;
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};

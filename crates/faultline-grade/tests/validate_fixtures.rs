@@ -2,89 +2,22 @@
 //! and each kind of broken case is rejected with a message that names the problem. These run
 //! real sandboxes and real cargo builds of the fixture crate, offline.
 
+use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::{Case, DataDir};
 use faultline_grade::{ValidateOptions, validate_case};
 use faultline_sandbox::Toolchain;
 use faultline_schema::validation::CaseValidation;
 use std::fs;
-use std::path::{Path, PathBuf};
-
-const CASE_TOML: &str = r##"schema_version = 1
-id = "ID"
-system = "toy"
-summary = "merging replica state twice inflates the counter"
-category = "replication-consistency"
-tier = 3
-
-[source]
-kind = "path"
-crate = "toy-counter"
-buggy = "TREE/buggy"
-fixed = "TREE/fixed"
-
-[upstream]
-repository = "https://example.org/toy/counter"
-references = ["#7"]
-
-[oracle]
-kind = "external"
-seeded = true
-timeout_secs = 60
-
-[[blocks]]
-file = "src/lib.rs"
-start = 24
-end = 27
-symbol = "GCounter::merge"
-"##;
-
-const SYMPTOM: &str = "Two replicas exchange their state every few seconds. After a few rounds the \
-counter on every replica is far above the number of increments we made, and it keeps growing \
-while nobody increments.\n";
+use std::path::Path;
 
 const TRACE: &str = "# Replica state\n\n| round | replica A | replica B |\n|---|---|---|\n\
 | 0 | 3 | 0 |\n| 1 | 3 | 3 |\n| 2 | 6 | 6 |\n";
 
-const ORACLE_MANIFEST: &str = "[package]\nname = \"oracle\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-publish = false\n\n[dependencies]\ntoy-counter = \"=0.1.0\"\n\n[workspace]\n";
+const ORACLE_MERGE: &str =
+    include_str!("../../../fixtures/corpus/toy/toy-double-merge/oracle/tests/merge.rs");
 
-const ORACLE_MERGE: &str = r#"use toy_counter::GCounter;
-
-#[test]
-fn merging_the_same_state_twice_changes_nothing() {
-    let mut a = GCounter::new();
-    a.increment(1, 3);
-    let mut b = GCounter::new();
-    b.merge(&a);
-    b.merge(&a);
-    assert_eq!(b.value(), 3);
-}
-"#;
-
-fn tree() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toy-tree")
-}
-
-/// Writes a case from the template; `edit` changes files before validation.
 fn write_case(root: &Path, id: &str, edit: impl FnOnce(&Path)) -> Case {
-    let dir = root.join("toy").join(id);
-    fs::create_dir_all(dir.join("context/generator")).unwrap();
-    fs::create_dir_all(dir.join("oracle/tests")).unwrap();
-    let manifest = CASE_TOML
-        .replace("ID", id)
-        .replace("TREE", &tree().display().to_string());
-    fs::write(dir.join("case.toml"), manifest).unwrap();
-    fs::write(dir.join("symptom.md"), SYMPTOM).unwrap();
-    fs::write(dir.join("context/state.md"), TRACE).unwrap();
-    fs::write(
-        dir.join("context/generator/README"),
-        "written by hand for this fixture\n",
-    )
-    .unwrap();
-    fs::write(dir.join("oracle/Cargo.toml"), ORACLE_MANIFEST).unwrap();
-    fs::write(dir.join("oracle/tests/merge.rs"), ORACLE_MERGE).unwrap();
-    edit(&dir);
-    Case::load(&dir).unwrap()
+    fixture_case(root, id, edit).unwrap()
 }
 
 async fn validate(case: &Case, data: &Path) -> CaseValidation {
@@ -182,14 +115,19 @@ async fn a_bundle_that_contains_a_line_of_the_fix_is_rejected() {
     let case = write_case(root.path(), "toy-bundle-leaks", |dir| {
         fs::write(
             dir.join("context/state.md"),
-            format!("{TRACE}\nA debugger session showed `*mine = (*mine).max(*count);` would help.\n"),
+            format!(
+                "{TRACE}\nA debugger session showed `*mine = (*mine).max(*count);` would help.\n"
+            ),
         )
         .unwrap();
     });
     let v = validate(&case, &root.path().join("data")).await;
     assert!(!v.passed);
     let p = problems(&v);
-    assert!(p.contains("leak in context/state.md line 9: FixLine"), "{p}");
+    assert!(
+        p.contains("leak in context/state.md line 9: FixLine"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -197,8 +135,8 @@ fn a_malformed_case_toml_names_the_file_and_line() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("toy").join("toy-malformed");
     fs::create_dir_all(&dir).unwrap();
-    let text = CASE_TOML
-        .replace("ID", "toy-malformed")
+    let text = include_str!("../../../fixtures/corpus/toy/toy-double-merge/case.toml")
+        .replace("toy-double-merge", "toy-malformed")
         .replace("tier = 3", "tier = \"three\"");
     fs::write(dir.join("case.toml"), text).unwrap();
     let err = Case::load(&dir).unwrap_err().to_string();

@@ -88,10 +88,16 @@ mod tests {
 
     #[test]
     fn parses_and_rejects() {
-        let ok = r#"{"schema_version":1,"blocks":[{"file":"src/a.rs","start_line":3,"end_line":5}]}"#;
+        let ok =
+            r#"{"schema_version":1,"blocks":[{"file":"src/a.rs","start_line":3,"end_line":5}]}"#;
         assert_eq!(Diagnosis::from_json(ok).unwrap().blocks.len(), 1);
         let unknown = ok.replace("\"end_line\":5", "\"end_line\":5,\"confidence\":0.9");
-        assert!(Diagnosis::from_json(&unknown).unwrap_err().to_string().contains("unknown field `confidence`"));
+        assert!(
+            Diagnosis::from_json(&unknown)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown field `confidence`")
+        );
         assert!(Diagnosis::from_json("{").is_err());
         assert!(Diagnosis::from_json(&ok.replace(":1,", ":2,")).is_err());
     }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const GRADE_SCHEMA_VERSION: u32 = 1;
 
 /// The outcome of grading a submission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Repair: the oracle, the regression tests and the robustness seeds all pass.

@@ -23,7 +23,10 @@ pub fn all() -> Vec<(&'static str, String)> {
             "diagnosis.schema.json",
             pretty(schema_for!(crate::diagnosis::Diagnosis)),
         ),
-        ("grade.schema.json", pretty(schema_for!(crate::grade::Grade))),
+        (
+            "grade.schema.json",
+            pretty(schema_for!(crate::grade::Grade)),
+        ),
         ("lock.schema.json", pretty(schema_for!(crate::run::RunLock))),
         (
             "result.schema.json",

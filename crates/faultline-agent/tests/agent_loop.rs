@@ -1,0 +1,390 @@
+//! The built-in agent against a scripted model server (a real HTTP server speaking the real wire
+//! formats) on a real prepared case: the fixture crate, in a real sandbox.
+
+use faultline_agent::{BuiltinAgent, Submission, Templates, TrialEnv};
+use faultline_corpus::fixtures::fixture_case;
+use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
+use faultline_model::{ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy};
+use faultline_sandbox::Toolchain;
+use faultline_schema::{ActionKind, Condition, ExitStatus, Limits, Task, Track, Trajectory};
+use faultline_scripted::{Script, ScriptedServer, Step, StepUsage};
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+const MODEL: &str = "scripted-model";
+
+struct Fixture {
+    case: Case,
+    prepared: PreparedCase,
+    data: DataDir,
+    toolchain: Toolchain,
+}
+
+/// One prepared fixture case shared by every test of this file.
+async fn fixture() -> &'static Fixture {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+    FIXTURE
+        .get_or_init(|| async {
+            let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+            let case = fixture_case(dir.path(), "toy-agent", |_| {}).unwrap();
+            let data = DataDir {
+                root: dir.path().join("data"),
+            };
+            let toolchain = Toolchain::detect().unwrap();
+            let prepared = prepare(&case, &data, &toolchain, &Default::default())
+                .await
+                .unwrap();
+            Fixture {
+                case,
+                prepared,
+                data,
+                toolchain,
+            }
+        })
+        .await
+}
+
+fn tool(command: &str, input: u64, output: u64) -> Step {
+    Step::ToolCall {
+        command: command.into(),
+        text: Some("Next step.".into()),
+        id: None,
+        raw_arguments: None,
+        usage: Some(StepUsage {
+            input,
+            output,
+            ..StepUsage::default()
+        }),
+    }
+}
+
+fn text(body: &str) -> Step {
+    Step::Text {
+        text: body.into(),
+        truncated: false,
+        usage: None,
+    }
+}
+
+fn pricing() -> PricingTable {
+    PricingTable::from_toml_str(&format!(
+        "schema_version = 1\ntable_version = \"test\"\nupdated = \"2026-11-29\"\n\n\
+         [models.\"{MODEL}\"]\ninput = 1000.0\ncached_input = 100.0\noutput = 2000.0\nsource = \"test\"\nas_of = \"2026-11-29\"\n"
+    ))
+    .unwrap()
+}
+
+async fn run(
+    script: Vec<Step>,
+    protocol: Protocol,
+    tool_mode: bool,
+    track: Track,
+    limits: Limits,
+    trajectory: Option<&Path>,
+) -> (faultline_agent::TrialResult, ScriptedServer) {
+    let f = fixture().await;
+    let server = ScriptedServer::start(Script::new(script)).await.unwrap();
+    let base = match protocol {
+        Protocol::OpenAiChat => server.openai_base_url(),
+        Protocol::AnthropicMessages => server.anthropic_base_url(),
+    };
+    let mut config = ModelConfig::new(protocol, MODEL).with_base_url(base);
+    config.retry = RetryPolicy {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+        ..RetryPolicy::default()
+    };
+    config.attempt_timeout = Duration::from_secs(20);
+    let agent = BuiltinAgent {
+        client: ModelClient::new(config).unwrap(),
+        pricing: Some(pricing()),
+        templates: Templates::default(),
+        tool_mode,
+        max_output_tokens: 512,
+        temperature: Some(0.0),
+    };
+    let task = Task {
+        schema_version: 1,
+        trial_id: Task::trial_id(f.case.id(), track, Condition::Context, 1),
+        case_id: f.case.id().into(),
+        track,
+        condition: Condition::Context,
+        attempt: 1,
+        seed: 7,
+        crate_name: "toy-counter".into(),
+        bundle_files: vec!["state.md".into()],
+        limits,
+    };
+    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    let result = agent
+        .run(&env, trajectory.map(Path::to_path_buf))
+        .await
+        .unwrap();
+    (result, server)
+}
+
+#[tokio::test]
+async fn a_scripted_model_reads_edits_builds_tests_and_submits_a_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let traj_path = dir.path().join("trajectory.json");
+    let script = vec![
+        tool("cat src/lib.rs", 1000, 50),
+        tool("grep -n 'fn merge' src/lib.rs", 1200, 40),
+        tool(
+            "sed -i 's/\\*mine += \\*count;/*mine = (*mine).max(*count);/' src/lib.rs",
+            1400,
+            60,
+        ),
+        tool("cargo build 2>&1 | tail -3", 1500, 20),
+        tool("cargo test 2>&1 | grep 'test result'", 1600, 20),
+        tool("echo FAULTLINE_SUBMIT", 1700, 10),
+    ];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits {
+            cost_usd: None,
+            ..Limits::default()
+        },
+        Some(&traj_path),
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
+    let Submission::Patch(patch) = &result.submission else {
+        panic!("expected a patch, got {:?}", result.submission);
+    };
+    assert!(
+        patch.contains("+            *mine = (*mine).max(*count);"),
+        "{patch}"
+    );
+    assert!(patch.contains("-            *mine += *count;"), "{patch}");
+
+    let kinds: Vec<ActionKind> = t
+        .steps
+        .iter()
+        .map(|s| s.action.as_ref().unwrap().kind)
+        .collect();
+    use ActionKind::*;
+    assert_eq!(kinds, [Read, Search, Edit, Build, Test, Submit]);
+    assert_eq!(t.totals.steps, 6);
+    assert_eq!(t.totals.steps_to_first_edit, Some(3));
+    assert_eq!(t.totals.tokens.input, 8400);
+    assert_eq!(t.totals.tokens.output, 200);
+    let cost = t.totals.cost_usd.unwrap();
+    assert!(
+        (cost - (8400.0 * 1000.0 + 200.0 * 2000.0) / 1e6).abs() < 1e-9,
+        "{cost}"
+    );
+    let test_output = &t.steps[4].action.as_ref().unwrap().output;
+    assert!(test_output.contains("test result: ok"), "{test_output}");
+    assert!(t.steps[2].diff.is_some() && t.steps[3].diff.is_none());
+
+    let on_disk: Trajectory = faultline_schema::io::read_json(&traj_path, "trajectory").unwrap();
+    assert_eq!(on_disk, result.trajectory);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    let first = requests[0].body.to_string();
+    assert!(
+        first.contains("node") || first.contains("Replica state"),
+        "bundle missing"
+    );
+    assert!(requests[5].body.to_string().contains("exit code: 0"));
+}
+
+#[tokio::test]
+async fn the_text_fallback_submits_a_diagnosis_over_the_anthropic_protocol() {
+    let diagnosis =
+        r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":24,"end_line":27}]}"#;
+    let script = vec![
+        text("Let me look.\n```bash\nnl -ba src/lib.rs | sed -n '20,30p'\n```"),
+        text(&format!(
+            "Found it.\n```bash\ncat > diagnosis.json <<'EOF'\n{diagnosis}\nEOF\n```"
+        )),
+        text("```bash\necho FAULTLINE_SUBMIT && cat diagnosis.json\n```"),
+    ];
+    let (result, _server) = run(
+        script,
+        Protocol::AnthropicMessages,
+        false,
+        Track::Diagnose,
+        Limits::default(),
+        None,
+    )
+    .await;
+    assert_eq!(result.trajectory.exit_status, ExitStatus::Submitted);
+    assert_eq!(
+        result.submission,
+        Submission::Diagnosis(format!("{diagnosis}\n"))
+    );
+    // Replies without usage have an unknown cost, never a cost of zero.
+    assert_eq!(result.trajectory.totals.cost_usd, None);
+    assert_eq!(result.trajectory.totals.calls_without_usage, 3);
+}
+
+#[tokio::test]
+async fn the_step_limit_ends_a_trial() {
+    let script = (0..5).map(|_| tool("ls", 10, 1)).collect();
+    let limits = Limits {
+        steps: 2,
+        ..Limits::default()
+    };
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::StepLimit);
+    assert_eq!(t.limit_fired.as_ref().unwrap().limit, "steps");
+    assert_eq!(t.totals.steps, 2);
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(result.submission, Submission::None);
+}
+
+#[tokio::test]
+async fn the_cost_limit_ends_a_trial() {
+    let script = (0..5).map(|_| tool("ls", 10_000, 100)).collect();
+    let limits = Limits {
+        cost_usd: Some(15.0),
+        ..Limits::default()
+    };
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::CostLimit);
+    assert_eq!(t.totals.steps, 2, "10.2 dollars per call, limit 15");
+}
+
+#[tokio::test]
+async fn the_token_limit_ends_a_trial() {
+    let script = (0..5).map(|_| tool("ls", 80, 30)).collect();
+    let limits = Limits {
+        tokens: Some(200),
+        ..Limits::default()
+    };
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    assert_eq!(result.trajectory.exit_status, ExitStatus::TokenLimit);
+    assert_eq!(result.trajectory.totals.steps, 2);
+}
+
+#[tokio::test]
+async fn the_wall_time_limit_ends_a_hanging_trial() {
+    let script = vec![tool("ls", 1, 1), Step::Hang {}];
+    let limits = Limits {
+        wall_secs: 3,
+        ..Limits::default()
+    };
+    let started = std::time::Instant::now();
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    assert_eq!(result.trajectory.exit_status, ExitStatus::WallTimeLimit);
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn three_unparseable_replies_end_a_trial() {
+    let script = vec![
+        text("I believe the bug is in merge."),
+        text("```bash\nls\n```\nand also\n```bash\npwd\n```"),
+        text("Still thinking."),
+        tool("ls", 1, 1),
+    ];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        false,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::FormatErrors);
+    assert_eq!(t.totals.steps, 3);
+    assert!(t.steps.iter().all(|s| s.format_error.is_some()));
+    assert!(
+        server.requests()[1]
+            .body
+            .to_string()
+            .contains("No command found")
+    );
+}
+
+#[tokio::test]
+async fn a_non_retryable_api_error_is_a_model_error() {
+    let script = vec![Step::Error {
+        status: 401,
+        message: Some("invalid key".into()),
+        retry_after: None,
+        retry_after_ms: None,
+        headers: Default::default(),
+    }];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
+    assert!(result.trajectory.error.as_deref().unwrap().contains("auth"));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_command_that_never_ends_is_killed_and_the_trial_goes_on() {
+    let script = vec![tool("sleep 600", 1, 1), tool("echo FAULTLINE_SUBMIT", 1, 1)];
+    let limits = Limits {
+        command_timeout_secs: 1,
+        ..Limits::default()
+    };
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::Submitted);
+    let first = t.steps[0].action.as_ref().unwrap();
+    assert!(first.timed_out);
+    assert!(first.output.contains("killed after 1 seconds"));
+    assert_eq!(result.submission, Submission::Patch(String::new()));
+}
