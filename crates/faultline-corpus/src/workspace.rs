@@ -710,6 +710,41 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
     Ok(())
 }
 
+/// The integration-test file a reproduction is written to, relative to the crate root.
+pub const REPRODUCER_PATH: &str = "tests/faultline_repro.rs";
+
+/// Makes `tests/faultline_repro.rs` a test target of the crate at `dir`: published manifests
+/// often turn test auto-discovery off and list their tests, so the file is declared explicitly.
+/// Writes `contents` to the file.
+pub fn install_reproducer(dir: &Path, contents: &str) -> Result<()> {
+    let manifest_path = dir.join("Cargo.toml");
+    let mut manifest = fs::read_to_string(&manifest_path)?;
+    let table: toml::Table = manifest.parse().context("parsing the crate's Cargo.toml")?;
+    let declared = table
+        .get("test")
+        .and_then(|t| t.as_array())
+        .is_some_and(|tests| {
+            tests
+                .iter()
+                .any(|t| t.get("name").and_then(|n| n.as_str()) == Some("faultline_repro"))
+        });
+    let auto = table
+        .get("package")
+        .and_then(|p| p.get("autotests"))
+        .and_then(|a| a.as_bool())
+        .unwrap_or(true);
+    if !declared && !auto {
+        manifest.push_str(&format!(
+            "\n[[test]]\nname = \"faultline_repro\"\npath = \"{REPRODUCER_PATH}\"\n"
+        ));
+        fs::write(&manifest_path, manifest)?;
+    }
+    let file = dir.join(REPRODUCER_PATH);
+    fs::create_dir_all(file.parent().expect("has a parent"))?;
+    fs::write(file, contents)?;
+    Ok(())
+}
+
 /// Copies a tree with `cp -a`, keeping modification times so cargo's build cache stays fresh.
 pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
     if let Some(parent) = to.parent() {

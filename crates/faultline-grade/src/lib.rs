@@ -1,9 +1,13 @@
 //! Running hidden oracles and regression tests on fresh copies of a case, to validate cases and
 //! to grade what agents submit.
 
+pub mod diagnosis;
+pub mod grader;
 pub mod libtest;
+pub mod patch;
 pub mod validate;
 pub mod workbench;
 
+pub use grader::{GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction};
 pub use validate::{ValidateOptions, validate_case};
 pub use workbench::Workbench;

@@ -83,20 +83,39 @@ pub struct Workbench {
 }
 
 impl Workbench {
-    /// Copies the grading template of a prepared case.
+    /// Copies the grading template of a prepared case (with the oracle, for external oracles).
     pub fn new(
         case: &Case,
         prepared: &PreparedCase,
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
+        Workbench::from_template(case, &prepared.stamp.grade, data, toolchain)
+    }
+
+    /// Copies the agent template of a prepared case: no oracle, and a build cache that never saw
+    /// one (for grading reproducers, which must not reach the oracle in any form).
+    pub fn without_oracle(
+        case: &Case,
+        prepared: &PreparedCase,
+        data: &DataDir,
+        toolchain: &Toolchain,
+    ) -> Result<Workbench> {
+        Workbench::from_template(case, &prepared.stamp.agent, data, toolchain)
+    }
+
+    fn from_template(
+        case: &Case,
+        template: &faultline_corpus::Template,
+        data: &DataDir,
+        toolchain: &Toolchain,
+    ) -> Result<Workbench> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("bench-{}-", case.id()))
             .tempdir_in(data.scratch()?)?;
-        let grade = &prepared.stamp.grade;
         let workspace = dir.path().join("workspace");
-        copy_preserving(&grade.workspace, &workspace)?;
-        let oracle = match &grade.oracle {
+        copy_preserving(&template.workspace, &workspace)?;
+        let oracle = match &template.oracle {
             Some(o) => {
                 let copy = dir.path().join("oracle");
                 copy_preserving(o, &copy)?;
@@ -104,7 +123,8 @@ impl Workbench {
             }
             None => None,
         };
-        let sandbox = Sandbox::new(grade.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
+        let sandbox =
+            Sandbox::new(template.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
         Ok(Workbench {
             _dir: dir,
             workspace,

@@ -1,0 +1,518 @@
+//! Grading submissions: repairs against the hidden oracle, regression tests and fresh seeds;
+//! diagnoses against the labeled blocks; reproducers against the buggy and the fixed code.
+//! Every grade is built in a fresh workbench, never in the agent's workspace.
+
+use crate::diagnosis;
+use crate::libtest::RunVerdict;
+use crate::patch::{check_tests_kept, filter_patch, split_patch};
+use crate::validate::{run_regression, verdict_name};
+use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
+use anyhow::Result;
+use faultline_corpus::gold::diff_trees;
+use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
+use faultline_corpus::{Case, DataDir, PreparedCase};
+use faultline_sandbox::Toolchain;
+use faultline_schema::grade::{
+    GRADE_SCHEMA_VERSION, GradeInputs, RepairDetails, ReproductionDetails,
+};
+use faultline_schema::{Diagnosis, Grade, OracleKind, Outcome, Track};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The seed of the oracle run that decides a repair (the agent never sees any seed).
+pub const PRIMARY_SEED: u64 = 1;
+
+/// Robustness seeds start here, well away from the validation seeds.
+pub const ROBUSTNESS_SEED_BASE: u64 = 1_000;
+
+/// Grading settings.
+#[derive(Debug, Clone)]
+pub struct GradeOptions {
+    /// Further seeds a seeded oracle is run under after it passes (robustness).
+    pub robustness_seeds: u32,
+    /// Runs per version for reproducers.
+    pub reproduction_k: u32,
+}
+
+impl Default for GradeOptions {
+    fn default() -> Self {
+        GradeOptions {
+            robustness_seeds: 5,
+            reproduction_k: 3,
+        }
+    }
+}
+
+/// What the grader needs to know about a case.
+#[derive(Debug, Clone, Copy)]
+pub struct GradeContext<'a> {
+    /// The case.
+    pub case: &'a Case,
+    /// Its prepared workspace.
+    pub prepared: &'a PreparedCase,
+    /// Where scratch copies go.
+    pub data: &'a DataDir,
+    /// The toolchain.
+    pub toolchain: &'a Toolchain,
+}
+
+/// SHA-256 of the case files a grade depends on (`case.toml`, the oracle, lockfiles).
+pub fn case_hash(case: &Case) -> Result<String> {
+    let mut h = Sha256::new();
+    let mut files: Vec<_> = walkdir_files(&case.oracle_dir());
+    files.push(case.dir.join("case.toml"));
+    files.push(case.dir.join("Cargo.lock"));
+    files.sort();
+    for f in files {
+        if let Ok(bytes) = std::fs::read(&f) {
+            h.update(
+                f.strip_prefix(&case.dir)
+                    .unwrap_or(&f)
+                    .to_string_lossy()
+                    .as_bytes(),
+            );
+            h.update(bytes);
+        }
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn walkdir_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn new_grade(ctx: &GradeContext, trial_id: &str, track: Track, submission: &str) -> Result<Grade> {
+    Ok(Grade {
+        schema_version: GRADE_SCHEMA_VERSION,
+        trial_id: trial_id.into(),
+        case_id: ctx.case.id().into(),
+        track,
+        outcome: Outcome::InfraError,
+        reason: String::new(),
+        score: None,
+        diagnosis: None,
+        repair: None,
+        reproduction: None,
+        inputs: GradeInputs {
+            submission_sha256: hex::encode(Sha256::digest(submission.as_bytes())),
+            case_sha256: case_hash(ctx.case)?,
+            faultline_version: env!("CARGO_PKG_VERSION").into(),
+        },
+        graded_at: String::new(),
+        wall_secs: 0.0,
+    })
+}
+
+fn conclude(mut g: Grade, outcome: Outcome, reason: impl Into<String>, started: Instant) -> Grade {
+    g.outcome = outcome;
+    g.reason = reason.into();
+    g.score = match outcome {
+        Outcome::InfraError => None,
+        Outcome::Scored => g.diagnosis.as_ref().map(|d| d.block_coverage),
+        o if o.is_success() => Some(1.0),
+        _ => Some(0.0),
+    };
+    g.graded_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    g.wall_secs = started.elapsed().as_secs_f64();
+    g
+}
+
+fn cap(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= n {
+        s.to_string()
+    } else {
+        chars[chars.len() - n..].iter().collect()
+    }
+}
+
+/// Grades a diagnosis (no build; the scores are pure).
+pub fn grade_diagnosis(ctx: &GradeContext, trial_id: &str, text: &str) -> Result<Grade> {
+    let started = Instant::now();
+    let mut g = new_grade(ctx, trial_id, Track::Diagnose, text)?;
+    let parsed = match Diagnosis::from_json(text) {
+        Ok(d) => d,
+        Err(e) => {
+            g.diagnosis = Some(Default::default());
+            return Ok(conclude(
+                g,
+                Outcome::InvalidSubmission,
+                e.to_string(),
+                started,
+            ));
+        }
+    };
+    let scores = diagnosis::score(
+        &parsed,
+        &ctx.case.manifest.blocks,
+        &ctx.prepared.stamp.agent.workspace,
+    );
+    let reason = format!(
+        "block coverage {:.2}, block precision {:.2}, {} of {} blocks rejected",
+        scores.block_coverage,
+        scores.block_precision,
+        scores.rejected_blocks.len(),
+        scores.blocks_named
+    );
+    g.diagnosis = Some(scores);
+    Ok(conclude(g, Outcome::Scored, reason, started))
+}
+
+/// Grades a repair patch. Failures of the grader itself become `infra_error`, never a fail.
+pub async fn grade_repair(
+    ctx: &GradeContext<'_>,
+    trial_id: &str,
+    patch: &str,
+    opts: &GradeOptions,
+) -> Result<Grade> {
+    let started = Instant::now();
+    let g = new_grade(ctx, trial_id, Track::Repair, patch)?;
+    match repair_inner(ctx, patch, opts).await {
+        Ok((outcome, reason, details)) => {
+            let mut g = g;
+            g.repair = Some(details);
+            Ok(conclude(g, outcome, reason, started))
+        }
+        Err(e) => Ok(conclude(g, Outcome::InfraError, format!("{e:#}"), started)),
+    }
+}
+
+async fn repair_inner(
+    ctx: &GradeContext<'_>,
+    patch: &str,
+    opts: &GradeOptions,
+) -> Result<(Outcome, String, RepairDetails)> {
+    let mut details = RepairDetails::default();
+    let filtered = filter_patch(patch);
+    details.dropped = filtered.dropped.clone();
+    if !patch.trim().is_empty() && split_patch(patch).is_empty() {
+        return Ok((
+            Outcome::PatchError,
+            "the submission is not a unified diff".into(),
+            details,
+        ));
+    }
+    if filtered.applied.is_empty() && filtered.dropped.iter().any(|d| d.contains("binary")) {
+        return Ok((
+            Outcome::PatchError,
+            "the patch only holds binary changes".into(),
+            details,
+        ));
+    }
+    let bench = Workbench::new(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+    if let Err(e) = bench.apply_patch(&filtered.patch) {
+        details.error = Some(cap(&e, 4000));
+        return Ok((
+            Outcome::PatchError,
+            "the patch does not apply".into(),
+            details,
+        ));
+    }
+    let pristine = &ctx.prepared.stamp.agent.workspace;
+    for path in &filtered.applied {
+        let original = std::fs::read_to_string(pristine.join(path)).unwrap_or_default();
+        let patched_path = bench.workspace.join(path);
+        let patched = std::fs::read_to_string(&patched_path).unwrap_or_default();
+        let changed = check_tests_kept(&original, &patched);
+        if !changed.is_empty() {
+            if pristine.join(path).exists() {
+                std::fs::write(&patched_path, &original)?;
+            } else {
+                std::fs::remove_file(&patched_path)?;
+            }
+            details.dropped.push(format!(
+                "{path}: changes existing tests ({}), so the file was kept as it was",
+                changed.join(", ")
+            ));
+        } else {
+            details.applied_files.push(path.clone());
+        }
+    }
+    bench.inject_oracle(ctx.case)?;
+    let (binaries, outcome) = build_for_grading(&bench, ctx.case).await?;
+    let Some(binaries) = binaries else {
+        let (o, err) = outcome.expect("a failed build has an outcome");
+        details.error = Some(cap(&err, 4000));
+        let reason = if o == Outcome::Timeout {
+            "the build ran out of time"
+        } else {
+            "the patched crate or the oracle does not compile"
+        };
+        return Ok((o, reason.into(), details));
+    };
+    let oracle = run_oracle(&bench, &binaries, ctx.case, PRIMARY_SEED).await?;
+    details.oracle = Some(verdict_name(oracle).into());
+    match oracle {
+        RunVerdict::Pass => {}
+        RunVerdict::Timeout => {
+            return Ok((
+                Outcome::Timeout,
+                "the oracle ran out of time".into(),
+                details,
+            ));
+        }
+        v => {
+            return Ok((
+                Outcome::FailOracle,
+                format!("the hidden oracle's verdict: {}", verdict_name(v)),
+                details,
+            ));
+        }
+    }
+    let regression = run_regression(&bench, &binaries, ctx.case).await?;
+    details.regression_passed = Some(regression.tests_passed);
+    details.regression_failures = regression.failures.clone();
+    if !regression.passed {
+        return Ok((
+            Outcome::FailRegression,
+            format!("{} regression tests fail", regression.failures.len().max(1)),
+            details,
+        ));
+    }
+    if ctx.case.manifest.oracle.seeded {
+        for i in 0..opts.robustness_seeds {
+            let v = run_oracle(
+                &bench,
+                &binaries,
+                ctx.case,
+                ROBUSTNESS_SEED_BASE + u64::from(i),
+            )
+            .await?;
+            details.robustness_seeds += 1;
+            if v == RunVerdict::Pass {
+                details.robustness_passed += 1;
+            }
+        }
+        if details.robustness_passed < details.robustness_seeds {
+            return Ok((
+                Outcome::FailRobustness,
+                format!(
+                    "passes the oracle's first schedule but only {} of {} further seeds",
+                    details.robustness_passed, details.robustness_seeds
+                ),
+                details,
+            ));
+        }
+    }
+    Ok((
+        Outcome::Pass,
+        "the oracle, the regression tests and the robustness seeds pass".into(),
+        details,
+    ))
+}
+
+/// Builds what grading a repair needs; on failure returns the outcome and the compiler's words.
+async fn build_for_grading(
+    bench: &Workbench,
+    case: &Case,
+) -> Result<(Option<Vec<TestBinary>>, Option<(Outcome, String)>)> {
+    let mut targets = vec![BuildTarget::Lib];
+    for t in &case.manifest.regression.targets {
+        if let Some(name) = t.strip_prefix("test:") {
+            targets.push(BuildTarget::Test(name.into()));
+        }
+    }
+    if case.manifest.oracle.kind == OracleKind::External {
+        targets.push(BuildTarget::Oracle);
+    }
+    match bench.build(&targets).await? {
+        Ok(b) => Ok((Some(b), None)),
+        Err(f) => {
+            let outcome = if f.timed_out {
+                Outcome::Timeout
+            } else {
+                Outcome::BuildError
+            };
+            Ok((None, Some((outcome, f.stderr))))
+        }
+    }
+}
+
+/// Runs every oracle binary once with a seed; the first non-passing verdict wins.
+async fn run_oracle(
+    bench: &Workbench,
+    binaries: &[TestBinary],
+    case: &Case,
+    seed: u64,
+) -> Result<RunVerdict> {
+    let timeout = Duration::from_secs(case.manifest.oracle.timeout_secs);
+    let lib = case.manifest.source.crate_name().replace('-', "_");
+    let (bins, filter): (Vec<&TestBinary>, Option<String>) = match case.manifest.oracle.kind {
+        OracleKind::InCrate => (
+            binaries
+                .iter()
+                .filter(|b| b.target == lib && b.cwd == "/workspace")
+                .collect(),
+            Some(format!("{IN_CRATE_MODULE}::")),
+        ),
+        OracleKind::External => (
+            binaries.iter().filter(|b| b.cwd == "/oracle").collect(),
+            None,
+        ),
+    };
+    if bins.is_empty() {
+        return Ok(RunVerdict::NoTests);
+    }
+    for bin in bins {
+        let run = bench
+            .run(bin, filter.as_deref(), &[], seed, timeout)
+            .await?;
+        if run.verdict != RunVerdict::Pass {
+            return Ok(run.verdict);
+        }
+    }
+    Ok(RunVerdict::Pass)
+}
+
+/// Grades a reproducer: one integration-test file, built against the crate's public API, which
+/// must fail on the buggy version and pass with the gold patch, k times each. It is built in a
+/// copy of the agent's template, where neither the oracle nor its build products exist.
+pub async fn grade_reproduction(
+    ctx: &GradeContext<'_>,
+    trial_id: &str,
+    test_file: &str,
+    opts: &GradeOptions,
+) -> Result<Grade> {
+    let started = Instant::now();
+    let mut g = new_grade(ctx, trial_id, Track::Reproduce, test_file)?;
+    if test_file.trim().is_empty() {
+        g.reproduction = Some(ReproductionDetails {
+            k: opts.reproduction_k,
+            ..Default::default()
+        });
+        return Ok(conclude(
+            g,
+            Outcome::InvalidSubmission,
+            "the reproducer is empty",
+            started,
+        ));
+    }
+    match reproduction_inner(ctx, test_file, opts).await {
+        Ok((outcome, reason, details)) => {
+            g.reproduction = Some(details);
+            Ok(conclude(g, outcome, reason, started))
+        }
+        Err(e) => Ok(conclude(g, Outcome::InfraError, format!("{e:#}"), started)),
+    }
+}
+
+async fn reproduction_inner(
+    ctx: &GradeContext<'_>,
+    test_file: &str,
+    opts: &GradeOptions,
+) -> Result<(Outcome, String, ReproductionDetails)> {
+    let k = opts.reproduction_k;
+    let mut details = ReproductionDetails {
+        k,
+        ..Default::default()
+    };
+    let gold = diff_trees(&ctx.prepared.sources.buggy, &ctx.prepared.sources.fixed)?;
+    let mut per_version = Vec::new();
+    for with_gold in [false, true] {
+        let bench = Workbench::without_oracle(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+        if with_gold && let Err(e) = bench.apply_patch(&gold.unified()) {
+            anyhow::bail!("the gold patch does not apply: {e}");
+        }
+        install_reproducer(&bench.workspace, test_file)?;
+        let built = bench
+            .build(&[BuildTarget::Test("faultline_repro".into())])
+            .await?;
+        let binaries = match built {
+            Ok(b) => b,
+            Err(f) => {
+                details.error = Some(cap(&f.stderr, 4000));
+                let o = if f.timed_out {
+                    Outcome::Timeout
+                } else {
+                    Outcome::DoesNotCompile
+                };
+                return Ok((
+                    o,
+                    format!("{REPRODUCER_PATH} does not compile against the crate"),
+                    details,
+                ));
+            }
+        };
+        let Some(bin) = binaries.iter().find(|b| b.target == "faultline_repro") else {
+            anyhow::bail!("cargo built no faultline_repro test executable");
+        };
+        let mut verdicts = Vec::new();
+        for seed in 1..=u64::from(k) {
+            let run = bench
+                .run(
+                    bin,
+                    None,
+                    &[],
+                    seed,
+                    Duration::from_secs(ctx.case.manifest.oracle.timeout_secs),
+                )
+                .await?;
+            verdicts.push(run.verdict);
+        }
+        per_version.push(verdicts);
+    }
+    let failures = |v: &[RunVerdict]| v.iter().filter(|x| x.is_failure()).count() as u32;
+    let passes = |v: &[RunVerdict]| {
+        v.iter()
+            .filter(|x| matches!(x, RunVerdict::Pass | RunVerdict::NoTests))
+            .count() as u32
+    };
+    details.buggy_failures = failures(&per_version[0]);
+    details.gold_passes = passes(&per_version[1]);
+    let buggy_fail_all = details.buggy_failures == k;
+    let buggy_pass_all = passes(&per_version[0]) == k;
+    let gold_pass_all = details.gold_passes == k;
+    let gold_fail_all = failures(&per_version[1]) == k;
+    let (outcome, reason) = if per_version
+        .iter()
+        .flatten()
+        .any(|v| *v == RunVerdict::Tampered)
+    {
+        (
+            Outcome::InvalidSubmission,
+            "the test's output contradicts itself".to_string(),
+        )
+    } else if buggy_fail_all && gold_pass_all {
+        (
+            Outcome::Valid,
+            format!("fails on the buggy version {k}/{k} and passes with the fix {k}/{k}"),
+        )
+    } else if buggy_fail_all && gold_fail_all {
+        (Outcome::FailsOnBoth, "fails with the fix too".into())
+    } else if buggy_pass_all && gold_pass_all {
+        (Outcome::PassesOnBoth, "passes on the buggy version".into())
+    } else if buggy_pass_all && gold_fail_all {
+        (
+            Outcome::FailsOnBoth,
+            "passes on the buggy version and fails with the fix".into(),
+        )
+    } else {
+        (
+            Outcome::Flaky,
+            format!(
+                "results vary between runs: buggy fails {}/{k}, fixed passes {}/{k}",
+                details.buggy_failures, details.gold_passes
+            ),
+        )
+    };
+    Ok((outcome, reason, details))
+}

@@ -1,0 +1,273 @@
+//! What of a submitted patch the grader applies.
+//!
+//! A repair is a change to the crate's source files. Everything else a patch touches is dropped
+//! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, the in-crate
+//! oracle's location, and binary changes. After the patch is applied, source files whose existing
+//! tests it changed or removed are put back as they were (see [`check_tests_kept`]).
+
+use crate::workbench::IN_CRATE_MODULE;
+use faultline_corpus::gold::is_source_path;
+use quote::ToTokens;
+use std::collections::BTreeMap;
+
+/// One file's section of a unified diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePatch {
+    /// Path relative to the crate root (the new side's, or the old side's for a deletion).
+    pub path: String,
+    /// The section's text, headers included.
+    pub text: String,
+    /// Whether the section is a binary change.
+    pub binary: bool,
+}
+
+/// Splits a unified diff (git style or plain `---`/`+++`) into per-file sections.
+pub fn split_patch(patch: &str) -> Vec<FilePatch> {
+    let mut sections: Vec<Vec<&str>> = Vec::new();
+    let lines: Vec<&str> = patch.split_inclusive('\n').collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let starts_git = line.starts_with("diff --git ");
+        let starts_plain = line.starts_with("--- ")
+            && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+            && !sections.last().is_some_and(|s| {
+                s.first().is_some_and(|h| h.starts_with("diff --git "))
+                    && !s.iter().any(|l| l.starts_with("@@"))
+            });
+        if starts_git || starts_plain || sections.is_empty() {
+            sections.push(Vec::new());
+        }
+        sections.last_mut().expect("pushed above").push(line);
+        i += 1;
+    }
+    sections
+        .into_iter()
+        .filter_map(|s| {
+            let text: String = s.concat();
+            let path = section_path(&s)?;
+            let binary = s
+                .iter()
+                .any(|l| l.starts_with("GIT binary patch") || l.starts_with("Binary files "));
+            Some(FilePatch { path, text, binary })
+        })
+        .collect()
+}
+
+fn strip_side(p: &str) -> Option<String> {
+    let p = p.trim_end_matches(['\n', '\r']).split('\t').next()?.trim();
+    if p == "/dev/null" {
+        return None;
+    }
+    let p = p
+        .strip_prefix("a/")
+        .or_else(|| p.strip_prefix("b/"))
+        .unwrap_or(p);
+    Some(p.to_string())
+}
+
+fn section_path(lines: &[&str]) -> Option<String> {
+    let new = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("+++ "))
+        .and_then(strip_side);
+    let old = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("--- "))
+        .and_then(strip_side);
+    new.or(old).or_else(|| {
+        let header = lines.first()?.strip_prefix("diff --git ")?;
+        let b = header.split(" b/").nth(1)?;
+        Some(b.trim().to_string())
+    })
+}
+
+/// The sections to apply and the dropped ones with reasons.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filtered {
+    /// The patch to apply.
+    pub patch: String,
+    /// Paths applied.
+    pub applied: Vec<String>,
+    /// `path: reason` for every dropped section.
+    pub dropped: Vec<String>,
+}
+
+/// Keeps the sections that change the crate's source files.
+pub fn filter_patch(patch: &str) -> Filtered {
+    let mut out = Filtered::default();
+    for section in split_patch(patch) {
+        let reason = if section.binary {
+            Some("binary change")
+        } else if section.path.starts_with('/') || section.path.split('/').any(|p| p == "..") {
+            Some("outside the crate")
+        } else if section.path == format!("src/{IN_CRATE_MODULE}.rs") {
+            Some("the hidden oracle's location")
+        } else if !is_source_path(&section.path) {
+            Some(
+                "not a source file (tests, manifests, build scripts and lockfiles are not part of a repair)",
+            )
+        } else if !section.text.contains("\n@@") && !section.text.starts_with("@@") {
+            Some("no change hunks")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => out.dropped.push(format!("{}: {r}", section.path)),
+            None => {
+                out.applied.push(section.path.clone());
+                out.patch.push_str(&section.text);
+                if !out.patch.ends_with('\n') {
+                    out.patch.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the patched text of a source file keeps every test of the original: each `#[test]`
+/// function and each item inside a `#[cfg(test)]` module must still be there, unchanged (new ones
+/// may be added). Returns the names of tests that were changed or removed. A file that does not
+/// parse is compared as text.
+pub fn check_tests_kept(original: &str, patched: &str) -> Vec<String> {
+    let (Ok(old), Ok(new)) = (syn::parse_file(original), syn::parse_file(patched)) else {
+        return Vec::new();
+    };
+    let before = test_items(&old.items);
+    let after = test_items(&new.items);
+    let mut missing = Vec::new();
+    for (key, count) in &before {
+        if after.get(key).copied().unwrap_or(0) < *count {
+            missing.push(key.0.clone());
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    // Name the test functions when any changed; a changed module header or helper item is
+    // reported only when nothing more specific is.
+    let functions: Vec<String> = missing
+        .iter()
+        .filter(|l| !l.ends_with("(item)") && !l.starts_with("mod "))
+        .cloned()
+        .collect();
+    if functions.is_empty() {
+        missing
+    } else {
+        functions
+    }
+}
+
+type TestKey = (String, String);
+
+/// (label, tokens) -> count of every item in test context.
+fn test_items(items: &[syn::Item]) -> BTreeMap<TestKey, usize> {
+    let mut out = BTreeMap::new();
+    collect(items, "", false, &mut out);
+    out
+}
+
+fn collect(items: &[syn::Item], path: &str, in_test: bool, out: &mut BTreeMap<TestKey, usize>) {
+    for item in items {
+        let tokens = item.to_token_stream().to_string();
+        match item {
+            syn::Item::Mod(m) => {
+                let name = format!("{path}{}", m.ident);
+                let test_mod = in_test || has_cfg_test(&m.attrs);
+                if test_mod && m.content.is_none() {
+                    *out.entry((format!("mod {name}"), tokens)).or_insert(0) += 1;
+                }
+                if let Some((_, inner)) = &m.content {
+                    if test_mod {
+                        let header = format!("mod {name}");
+                        *out.entry((header, attrs_of(&m.attrs))).or_insert(0) += 1;
+                    }
+                    collect(inner, &format!("{name}::"), test_mod, out);
+                }
+            }
+            syn::Item::Fn(f) if in_test || is_test_fn(&f.attrs) => {
+                *out.entry((format!("{path}{}", f.sig.ident), tokens))
+                    .or_insert(0) += 1;
+            }
+            _ if in_test => {
+                *out.entry((format!("{path}(item)"), tokens)).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn attrs_of(attrs: &[syn::Attribute]) -> String {
+    attrs
+        .iter()
+        .map(|a| a.to_token_stream().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn has_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| a.path().is_ident("cfg") && a.to_token_stream().to_string().contains("test"))
+}
+
+fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATCH: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-a\n+b\n\
+diff --git a/Cargo.toml b/Cargo.toml\n--- a/Cargo.toml\n+++ b/Cargo.toml\n@@ -1 +1 @@\n-x\n+y\n\
+diff --git a/tests/t.rs b/tests/t.rs\ndeleted file mode 100644\n--- a/tests/t.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-t\n\
+diff --git a/src/faultline_oracle.rs b/src/faultline_oracle.rs\nnew file mode 100644\n--- /dev/null\n+++ b/src/faultline_oracle.rs\n@@ -0,0 +1 @@\n+x\n\
+diff --git a/src/logo.png b/src/logo.png\nGIT binary patch\nliteral 3\nabc\n";
+
+    #[test]
+    fn only_source_changes_are_kept() {
+        let f = filter_patch(PATCH);
+        assert_eq!(f.applied, ["src/lib.rs"]);
+        assert_eq!(f.dropped.len(), 4, "{:?}", f.dropped);
+        assert!(f.dropped[0].starts_with("Cargo.toml: not a source file"));
+        assert!(f.dropped[1].starts_with("tests/t.rs"));
+        assert!(f.dropped[2].contains("oracle"));
+        assert!(f.dropped[3].contains("binary"));
+        assert!(f.patch.starts_with("diff --git a/src/lib.rs") && f.patch.ends_with("+b\n"));
+    }
+
+    #[test]
+    fn plain_diffs_without_git_headers_are_split() {
+        let p = "--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-a\n+b\n--- a/build.rs\n+++ b/build.rs\n@@ -1 +1 @@\n-a\n+b\n";
+        let f = filter_patch(p);
+        assert_eq!(f.applied, ["src/a.rs"]);
+        assert_eq!(f.dropped.len(), 1);
+    }
+
+    const ORIGINAL: &str = "fn merge() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn a() { assert!(true); }\n}\n";
+
+    #[test]
+    fn adding_tests_is_fine_and_changing_them_is_not() {
+        let fixed = ORIGINAL.replace("fn merge() {}", "fn merge() { let _x = 1; }");
+        assert!(check_tests_kept(ORIGINAL, &fixed).is_empty());
+        let added = ORIGINAL.replace(
+            "    #[test]\n    fn a()",
+            "    #[test]\n    fn b() {}\n    #[test]\n    fn a()",
+        );
+        assert!(check_tests_kept(ORIGINAL, &added).is_empty());
+        let edited = ORIGINAL.replace("assert!(true)", "assert!(1 == 1)");
+        assert_eq!(check_tests_kept(ORIGINAL, &edited), ["tests::a"]);
+        let removed = ORIGINAL.replace("    #[test]\n    fn a() { assert!(true); }\n", "");
+        assert_eq!(check_tests_kept(ORIGINAL, &removed), ["tests::a"]);
+        let uncfg = ORIGINAL.replace("#[cfg(test)]\n", "#[cfg(any())]\n");
+        assert!(!check_tests_kept(ORIGINAL, &uncfg).is_empty());
+        let reformatted = ORIGINAL.replace(
+            "fn a() { assert!(true); }",
+            "fn a() {\n        assert!(true);\n    }",
+        );
+        assert!(check_tests_kept(ORIGINAL, &reformatted).is_empty());
+    }
+}

@@ -1,0 +1,284 @@
+//! Grading on the fixture case: the gold patch passes, the empty patch fails, labels score 1,
+//! the oracle is a valid reproducer, and each tampering attempt is graded for what the patch
+//! really fixes. Real sandboxes, real cargo builds of the fixture crate.
+
+use faultline_corpus::fixtures::fixture_case;
+use faultline_corpus::gold::diff_trees;
+use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
+use faultline_grade::{
+    GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
+};
+use faultline_sandbox::Toolchain;
+use faultline_schema::{Grade, Outcome};
+use std::sync::OnceLock;
+use tokio::sync::OnceCell;
+
+struct Fixture {
+    case: Case,
+    prepared: PreparedCase,
+    data: DataDir,
+    toolchain: Toolchain,
+}
+
+async fn fixture() -> &'static Fixture {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+    FIXTURE
+        .get_or_init(|| async {
+            let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+            let case = fixture_case(dir.path(), "toy-grading", |_| {}).unwrap();
+            let data = DataDir {
+                root: dir.path().join("data"),
+            };
+            let toolchain = Toolchain::detect().unwrap();
+            let prepared = prepare(&case, &data, &toolchain, &Default::default())
+                .await
+                .unwrap();
+            Fixture {
+                case,
+                prepared,
+                data,
+                toolchain,
+            }
+        })
+        .await
+}
+
+fn ctx(f: &'static Fixture) -> GradeContext<'static> {
+    GradeContext {
+        case: &f.case,
+        prepared: &f.prepared,
+        data: &f.data,
+        toolchain: &f.toolchain,
+    }
+}
+
+async fn repair(patch: &str) -> Grade {
+    let f = fixture().await;
+    grade_repair(
+        &ctx(f),
+        "t/repair/symptom/1",
+        patch,
+        &GradeOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+fn gold() -> String {
+    let f = FIXTURE_SOURCES.get_or_init(|| {
+        let tree = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree");
+        diff_trees(&tree.join("buggy"), &tree.join("fixed"))
+            .unwrap()
+            .unified()
+    });
+    f.clone()
+}
+
+static FIXTURE_SOURCES: OnceLock<String> = OnceLock::new();
+
+/// A patch that changes one file of the buggy fixture crate (created if absent) with `edit`.
+fn patch_of(rel: &str, edit: impl Fn(&str) -> String) -> String {
+    let buggy = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree/buggy");
+    let original = std::fs::read_to_string(buggy.join(rel)).ok();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let new_path = b.path().join(rel);
+    std::fs::create_dir_all(new_path.parent().unwrap()).unwrap();
+    if let Some(text) = &original {
+        let old_path = a.path().join(rel);
+        std::fs::create_dir_all(old_path.parent().unwrap()).unwrap();
+        std::fs::write(old_path, text).unwrap();
+    }
+    std::fs::write(new_path, edit(original.as_deref().unwrap_or(""))).unwrap();
+    faultline_corpus::gold::diff_workspace(a.path(), b.path())
+        .unwrap()
+        .unified()
+}
+
+fn lib_patch(edit: impl Fn(&str) -> String) -> String {
+    patch_of("src/lib.rs", edit)
+}
+
+const FIX_OLD: &str = "            *mine += *count;";
+const FIX_NEW: &str = "            *mine = (*mine).max(*count);";
+const TEST_MODULE: &str = "#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn increments_add_up() {\n        let mut c = GCounter::new();\n        c.increment(1, 2);\n        c.increment(2, 3);\n        assert_eq!(c.value(), 5);\n    }\n}\n";
+
+#[tokio::test]
+async fn the_gold_patch_passes_and_the_empty_patch_fails() {
+    let g = repair(&gold()).await;
+    assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
+    assert_eq!(g.score, Some(1.0));
+    let r = g.repair.unwrap();
+    assert_eq!(r.robustness_seeds, 5);
+    assert_eq!(r.robustness_passed, 5);
+    assert!(r.regression_passed.unwrap() >= 1);
+
+    let g = repair("").await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    assert_eq!(g.score, Some(0.0));
+}
+
+#[tokio::test]
+async fn labels_as_a_diagnosis_score_one_and_an_empty_one_zero() {
+    let f = fixture().await;
+    let labels =
+        r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":24,"end_line":27}]}"#;
+    let g = grade_diagnosis(&ctx(f), "t/diagnose/symptom/1", labels).unwrap();
+    let d = g.diagnosis.unwrap();
+    assert_eq!((d.block_coverage, d.block_precision), (1.0, 1.0));
+    let g = grade_diagnosis(&ctx(f), "t", r#"{"schema_version":1,"blocks":[]}"#).unwrap();
+    assert_eq!(g.score, Some(0.0));
+    for bad in [
+        "{",
+        r#"{"schema_version":1,"blocks":[],"confidence":1}"#,
+        "[]",
+    ] {
+        let g = grade_diagnosis(&ctx(f), "t", bad).unwrap();
+        assert_eq!(g.outcome, Outcome::InvalidSubmission, "{bad}");
+        assert!(g.reason.contains("not valid"), "{}", g.reason);
+    }
+    let absurd = r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":4000000000,"end_line":1}]}"#;
+    let g = grade_diagnosis(&ctx(f), "t", absurd).unwrap();
+    assert_eq!(g.outcome, Outcome::Scored);
+    assert_eq!(g.diagnosis.unwrap().rejected_blocks.len(), 1);
+}
+
+#[tokio::test]
+async fn the_hidden_oracle_is_a_valid_reproducer_and_a_weak_test_is_not() {
+    let f = fixture().await;
+    let oracle = std::fs::read_to_string(f.case.oracle_dir().join("tests/merge.rs")).unwrap();
+    let opts = GradeOptions::default();
+    let g = grade_reproduction(&ctx(f), "t/reproduce/symptom/1", &oracle, &opts)
+        .await
+        .unwrap();
+    assert_eq!(g.outcome, Outcome::Valid, "{g:#?}");
+
+    let weak = "#[test]\nfn adds() { let mut c = toy_counter::GCounter::new(); c.increment(1, 1); assert_eq!(c.value(), 1); }\n";
+    let g = grade_reproduction(&ctx(f), "t", weak, &opts).await.unwrap();
+    assert_eq!(g.outcome, Outcome::PassesOnBoth, "{g:#?}");
+
+    let broken = "#[test]\nfn x() { toy_counter::does_not_exist(); }\n";
+    let g = grade_reproduction(&ctx(f), "t", broken, &opts)
+        .await
+        .unwrap();
+    assert_eq!(g.outcome, Outcome::DoesNotCompile, "{g:#?}");
+
+    let always = "#[test]\nfn x() { panic!(\"always\"); }\n";
+    let g = grade_reproduction(&ctx(f), "t", always, &opts)
+        .await
+        .unwrap();
+    assert_eq!(g.outcome, Outcome::FailsOnBoth, "{g:#?}");
+}
+
+#[tokio::test]
+async fn malformed_patches_get_clear_outcomes() {
+    let g = repair("this is not a diff\n").await;
+    assert_eq!(g.outcome, Outcome::PatchError, "{g:#?}");
+    let stale = lib_patch(|t| t.replace(FIX_OLD, FIX_NEW))
+        .replace(FIX_OLD, "            this line is not there;");
+    let g = repair(&stale).await;
+    assert_eq!(g.outcome, Outcome::PatchError, "{g:#?}");
+    assert!(g.repair.unwrap().error.unwrap().contains("patch"));
+    let binary = "diff --git a/src/blob.bin b/src/blob.bin\nnew file mode 100644\nGIT binary patch\nliteral 3\nKcmZQz\n\nliteral 0\nKcmV+b0000\n";
+    let g = repair(binary).await;
+    assert_eq!(g.outcome, Outcome::PatchError, "{g:#?}");
+    let does_not_build =
+        lib_patch(|t| t.replace(FIX_OLD, "            *mine = undefined_function();"));
+    let g = repair(&does_not_build).await;
+    assert_eq!(g.outcome, Outcome::BuildError, "{g:#?}");
+}
+
+#[tokio::test]
+async fn editing_or_deleting_regression_tests_does_not_help() {
+    // The fix, a change that breaks node 2's increments, and the deletion of the test that
+    // would catch it.
+    let patch = lib_patch(|t| {
+        t.replace(FIX_OLD, FIX_NEW)
+            .replace(
+                "or_insert(0) += by;",
+                "or_insert(0) += if node == 2 { by * 2 } else { by };",
+            )
+            .replace(TEST_MODULE, "")
+    });
+    assert!(patch.contains("-    fn increments_add_up()"), "{patch}");
+    let g = repair(&patch).await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    let r = g.repair.unwrap();
+    assert!(r.applied_files.is_empty(), "{r:#?}");
+    assert!(r.dropped[0].contains("tests::increments_add_up"), "{r:#?}");
+
+    // The same breakage without touching the test is caught by the test.
+    let patch = lib_patch(|t| {
+        t.replace(FIX_OLD, FIX_NEW).replace(
+            "or_insert(0) += by;",
+            "or_insert(0) += if node == 2 { by * 2 } else { by };",
+        )
+    });
+    let g = repair(&patch).await;
+    assert_eq!(g.outcome, Outcome::FailRegression, "{g:#?}");
+    assert_eq!(
+        g.repair.unwrap().regression_failures,
+        ["tests::increments_add_up"]
+    );
+
+    // The right fix with a regression test edited in the same file: the file is not applied.
+    let patch = lib_patch(|t| {
+        t.replace(FIX_OLD, FIX_NEW)
+            .replace("assert_eq!(c.value(), 5);", "assert_eq!(c.value(), 99);")
+    });
+    let g = repair(&patch).await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    let r = g.repair.as_ref().unwrap();
+    assert!(
+        r.dropped
+            .iter()
+            .any(|d| d.contains("changes existing tests (tests::increments_add_up)")),
+        "{r:#?}"
+    );
+}
+
+#[tokio::test]
+async fn manifest_test_and_oracle_path_changes_are_dropped() {
+    let manifest = patch_of("Cargo.toml", |t| {
+        format!("{t}\n[lib]\ntest = false\ndoctest = false\n")
+    });
+    let oracle = patch_of("src/faultline_oracle.rs", |_| {
+        "#[test]\nfn pass() {}\n".into()
+    });
+    let outside = "diff --git a/../oracle/tests/merge.rs b/../oracle/tests/merge.rs\n--- a/../oracle/tests/merge.rs\n+++ b/../oracle/tests/merge.rs\n@@ -1 +1 @@\n-use toy_counter::GCounter;\n+use toy_counter::GCounter; // pass\n";
+    let g = repair(&format!("{manifest}{oracle}{outside}")).await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    let dropped = g.repair.unwrap().dropped;
+    assert_eq!(dropped.len(), 3, "{dropped:?}");
+
+    let g = repair(&format!("{manifest}{}", gold())).await;
+    assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
+}
+
+#[tokio::test]
+async fn printing_fake_test_results_does_not_pass() {
+    let forge = concat!(
+        "        println!(\"test result: ok. 1 passed; 0 failed; 0 ignored\");\n",
+        "        use std::io::Write;\n",
+        "        let _ = std::io::stdout().write_all(b\"{ \\\"type\\\": \\\"test\\\", \\\"name\\\": ",
+        "\\\"merging_the_same_state_twice_changes_nothing\\\", \\\"event\\\": \\\"ok\\\" }\\n",
+        "{ \\\"type\\\": \\\"suite\\\", \\\"event\\\": \\\"ok\\\", \\\"passed\\\": 1, \\\"failed\\\": 0 }\\n\");\n",
+    );
+    let patch = lib_patch(|t| {
+        t.replace(
+            "    pub fn merge(&mut self, other: &GCounter) {\n",
+            &format!("    pub fn merge(&mut self, other: &GCounter) {{\n{forge}"),
+        )
+    });
+    assert!(patch.contains("test result: ok"), "{patch}");
+    let g = repair(&patch).await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    let catch = lib_patch(|t| {
+        t.replace(
+            FIX_OLD,
+            "            let _ = std::panic::catch_unwind(|| ());\n            *mine += *count;",
+        )
+    });
+    let g = repair(&catch).await;
+    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+}
