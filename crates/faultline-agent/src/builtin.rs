@@ -78,7 +78,8 @@ impl BuiltinAgent {
     ) -> Result<TrialResult> {
         let task = &env.task;
         let limits = &task.limits;
-        let mut rec = Recorder::new(task, self.info(), trajectory_path);
+        let mut rec =
+            Recorder::new(task, self.info(), trajectory_path).starting_from(env.diff()?.1);
         let prompts = self
             .templates
             .render(task, &env.symptom, &env.bundle, self.tool_mode)?;

@@ -3,10 +3,10 @@
 
 use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
-use faultline_corpus::workspace::copy_preserving;
+use faultline_corpus::workspace::{copy_preserving, install_reproducer};
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase};
 use faultline_sandbox::{Sandbox, Toolchain};
-use faultline_schema::{Condition, Task};
+use faultline_schema::{Condition, Task, Track};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -76,6 +76,12 @@ impl TrialEnv {
         let workspace = dir.path().join("workspace");
         let agent = &prepared.stamp.agent;
         copy_preserving(&agent.workspace, &workspace).context("copying the agent workspace")?;
+        if task.track == Track::Reproduce {
+            install_reproducer(
+                &workspace,
+                "//! Reproducer: an integration test that fails on this code and passes once the bug is fixed.\n",
+            )?;
+        }
         let sandbox = Sandbox::new(agent.sandbox_spec(toolchain, &workspace, None))?;
         let bundle = if task.condition == Condition::Context {
             case.bundle.clone()

@@ -1,13 +1,18 @@
 //! The agent side of a trial: the built-in agent loop, external agents, baselines, and the
 //! trajectory each of them leaves.
 
+pub mod baselines;
 pub mod builtin;
 pub mod classify;
 pub mod env;
+pub mod export;
+pub mod external;
 pub mod parse;
 pub mod prompts;
 pub mod record;
 
+pub use baselines::Baseline;
 pub use builtin::{BuiltinAgent, TrialResult};
 pub use env::{Submission, TrialEnv};
+pub use external::ExternalAgent;
 pub use prompts::{SUBMIT_SENTINEL, Templates};

@@ -54,6 +54,12 @@ impl Recorder {
         }
     }
 
+    /// Takes the workspace diff at the start of the trial as the baseline for detecting edits.
+    pub fn starting_from(mut self, diff_sha256: String) -> Recorder {
+        self.last_diff_sha = diff_sha256;
+        self
+    }
+
     /// Seconds since the trial started.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()

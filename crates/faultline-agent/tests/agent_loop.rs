@@ -186,7 +186,9 @@ async fn a_scripted_model_reads_edits_builds_tests_and_submits_a_repair() {
     assert!(t.steps[2].diff.is_some() && t.steps[3].diff.is_none());
 
     let on_disk: Trajectory = faultline_schema::io::read_json(&traj_path, "trajectory").unwrap();
-    assert_eq!(on_disk, result.trajectory);
+    assert_eq!(on_disk.steps.len(), 6);
+    assert_eq!(on_disk.exit_status, ExitStatus::Submitted);
+    assert_eq!(on_disk.messages, result.trajectory.messages);
     let requests = server.requests();
     assert_eq!(requests.len(), 6);
     let first = requests[0].body.to_string();
@@ -387,4 +389,143 @@ async fn a_command_that_never_ends_is_killed_and_the_trial_goes_on() {
     assert!(first.timed_out);
     assert!(first.output.contains("killed after 1 seconds"));
     assert_eq!(result.submission, Submission::Patch(String::new()));
+}
+
+#[tokio::test]
+async fn a_reproducer_is_written_run_and_submitted() {
+    let test = "#[test]\nfn double_merge() {\n    let mut a = toy_counter::GCounter::new();\n    a.increment(1, 3);\n    let mut b = toy_counter::GCounter::new();\n    b.merge(&a);\n    b.merge(&a);\n    assert_eq!(b.value(), 3);\n}\n";
+    let script = vec![
+        tool(
+            &format!("cat > tests/faultline_repro.rs <<'EOF'\n{test}EOF"),
+            1,
+            1,
+        ),
+        tool(
+            "cargo test --test faultline_repro 2>&1 | grep -E 'test result|panicked'",
+            1,
+            1,
+        ),
+        tool(
+            "echo FAULTLINE_SUBMIT && cat tests/faultline_repro.rs",
+            1,
+            1,
+        ),
+    ];
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Reproduce,
+        Limits::default(),
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
+    let ran = &t.steps[1].action.as_ref().unwrap().output;
+    assert!(ran.contains("test result: FAILED"), "{ran}");
+    assert_eq!(result.submission, Submission::Reproducer(test.to_string()));
+    assert_eq!(
+        t.totals.steps_to_first_edit,
+        Some(1),
+        "the stub installed by the harness is not an edit"
+    );
+}
+
+#[tokio::test]
+async fn trajectories_export_to_mini_swe_agent_and_atif() {
+    let script = vec![
+        tool("ls src", 100, 10),
+        tool("echo FAULTLINE_SUBMIT", 120, 5),
+    ];
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits {
+            cost_usd: None,
+            ..Limits::default()
+        },
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    let mini = faultline_agent::export::to_mini_swe_agent(t, Some(""));
+    assert_eq!(mini["trajectory_format"], "mini-swe-agent-1.1");
+    assert_eq!(mini["info"]["exit_status"], "submitted");
+    assert_eq!(mini["info"]["model_stats"]["api_calls"], 2);
+    assert_eq!(mini["messages"].as_array().unwrap().len(), t.messages.len());
+    let atif = faultline_agent::export::to_atif(t);
+    assert_eq!(atif["schema_version"], "ATIF-v1.4");
+    let steps = atif["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    assert_eq!(steps[2]["tool_calls"][0]["arguments"]["command"], "ls src");
+    assert_eq!(steps[2]["metrics"]["prompt_tokens"], 100);
+    assert_eq!(atif["final_metrics"]["total_prompt_tokens"], 220);
+}
+
+async fn external(
+    command: &str,
+    track: Track,
+    wall_secs: u64,
+) -> (faultline_agent::TrialResult, tempfile::TempDir) {
+    let f = fixture().await;
+    let task = Task {
+        schema_version: 1,
+        trial_id: Task::trial_id(f.case.id(), track, Condition::Context, 1),
+        case_id: f.case.id().into(),
+        track,
+        condition: Condition::Context,
+        attempt: 1,
+        seed: 7,
+        crate_name: "toy-counter".into(),
+        bundle_files: vec!["state.md".into()],
+        limits: Limits {
+            wall_secs,
+            ..Limits::default()
+        },
+    };
+    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = faultline_agent::ExternalAgent {
+        name: "script".into(),
+        command: command.into(),
+    };
+    let r = agent.run(&env, dir.path(), None).await.unwrap();
+    (r, dir)
+}
+
+#[tokio::test]
+async fn an_external_agent_gets_the_task_and_submits() {
+    let cmd = r#"test -f "$FAULTLINE_TASK_DIR/context/state.md" && grep -q merge "$FAULTLINE_WORKSPACE/src/lib.rs" && echo '{"schema_version":1,"blocks":[]}' > "$FAULTLINE_OUTPUT_DIR/diagnosis.json" && echo '{"anything": 1}' > "$FAULTLINE_OUTPUT_DIR/trajectory.json""#;
+    let (r, dir) = external(cmd, Track::Diagnose, 60).await;
+    assert_eq!(
+        r.trajectory.exit_status,
+        ExitStatus::Submitted,
+        "{:?}",
+        r.trajectory.error
+    );
+    assert!(matches!(r.submission, Submission::Diagnosis(ref d) if d.contains("blocks")));
+    assert!(dir.path().join("agent-trajectory.json").is_file());
+    assert!(dir.path().join("task/task.json").is_file());
+
+    let repair = r#"sed -i 's/\*mine += \*count;/*mine = (*mine).max(*count);/' "$FAULTLINE_WORKSPACE/src/lib.rs""#;
+    let (r, _dir) = external(repair, Track::Repair, 60).await;
+    assert!(matches!(r.submission, Submission::Patch(ref p) if p.contains("max(*count)")));
+
+    let (r, _dir) = external("exit 3", Track::Diagnose, 60).await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::AgentError);
+    assert!(
+        r.trajectory
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("exit status: 3")
+    );
+
+    let started = std::time::Instant::now();
+    let (r, _dir) = external("sleep 300 & sleep 300; wait", Track::Diagnose, 1).await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::WallTimeLimit);
+    assert!(started.elapsed() < Duration::from_secs(20));
 }

@@ -1,0 +1,476 @@
+//! Baselines: agents that need no model. They bound what a score means: `null` submits nothing,
+//! `gold` submits the answer, and the two lexical localizers measure how much a report gives
+//! away on its own (a diagnosis score they reach is not evidence of reasoning).
+
+use crate::env::Submission;
+use anyhow::Result;
+use faultline_corpus::Case;
+use faultline_corpus::gold::TreeDiff;
+use faultline_schema::{DiagnosedBlock, Diagnosis, OracleKind, Track};
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::LazyLock;
+
+/// The baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Baseline {
+    /// Submits nothing (an empty diagnosis, an empty patch, no reproducer).
+    Null,
+    /// Submits the answer: the labeled blocks, the upstream fix, the hidden oracle's test.
+    Gold,
+    /// Names the functions whose text best matches the report (BM25).
+    Bm25,
+    /// Names the functions that stack traces and panic locations in the report point at.
+    StackTrace,
+}
+
+impl Baseline {
+    /// Every baseline.
+    pub const ALL: [Baseline; 4] = [
+        Baseline::Null,
+        Baseline::Gold,
+        Baseline::Bm25,
+        Baseline::StackTrace,
+    ];
+
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Null => "null",
+            Baseline::Gold => "gold",
+            Baseline::Bm25 => "bm25",
+            Baseline::StackTrace => "stacktrace",
+        }
+    }
+
+    /// Whether the baseline has something to submit on a track.
+    pub fn supports(self, track: Track) -> bool {
+        match self {
+            Baseline::Null | Baseline::Gold => true,
+            Baseline::Bm25 | Baseline::StackTrace => track == Track::Diagnose,
+        }
+    }
+}
+
+impl fmt::Display for Baseline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Baseline {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Baseline::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                format!("unknown baseline `{s}`; expected null, gold, bm25 or stacktrace")
+            })
+    }
+}
+
+/// Blocks the localizers name.
+pub const LOCALIZER_TOP_K: usize = 3;
+
+/// What a baseline submits for one trial. `report` is what the agent would be shown (the symptom,
+/// plus the bundle in the `context` condition); `workspace` the buggy crate.
+pub fn submit(
+    baseline: Baseline,
+    track: Track,
+    case: &Case,
+    gold: &TreeDiff,
+    report: &str,
+    workspace: &Path,
+) -> Result<Submission> {
+    let diagnosis = |blocks: Vec<DiagnosedBlock>| -> Result<Submission> {
+        let d = Diagnosis {
+            schema_version: 1,
+            blocks,
+            summary: None,
+        };
+        Ok(Submission::Diagnosis(serde_json::to_string_pretty(&d)?))
+    };
+    match (baseline, track) {
+        (Baseline::Null, Track::Diagnose) => diagnosis(Vec::new()),
+        (Baseline::Null, Track::Repair) => Ok(Submission::Patch(String::new())),
+        (Baseline::Null, Track::Reproduce) => Ok(Submission::Reproducer(String::new())),
+        (Baseline::Gold, Track::Diagnose) => diagnosis(
+            case.manifest
+                .blocks
+                .iter()
+                .map(|b| DiagnosedBlock {
+                    file: b.file.clone(),
+                    start_line: b.start,
+                    end_line: b.end,
+                    symbol: b.symbol.clone(),
+                    explanation: None,
+                })
+                .collect(),
+        ),
+        (Baseline::Gold, Track::Repair) => Ok(Submission::Patch(gold.unified())),
+        (Baseline::Gold, Track::Reproduce) => Ok(match case.manifest.oracle.kind {
+            // An in-crate oracle uses private items, so it cannot be an integration test.
+            OracleKind::InCrate => Submission::None,
+            OracleKind::External => {
+                first_oracle_test(case)?.map_or(Submission::None, Submission::Reproducer)
+            }
+        }),
+        (Baseline::Bm25, Track::Diagnose) => {
+            let index = FunctionIndex::build(workspace)?;
+            diagnosis(index.bm25(report, LOCALIZER_TOP_K))
+        }
+        (Baseline::StackTrace, Track::Diagnose) => {
+            let index = FunctionIndex::build(workspace)?;
+            diagnosis(index.from_traces(report, LOCALIZER_TOP_K))
+        }
+        _ => Ok(Submission::None),
+    }
+}
+
+fn first_oracle_test(case: &Case) -> Result<Option<String>> {
+    let dir = case.oracle_dir().join("tests");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    Ok(match files.first() {
+        Some(f) => Some(std::fs::read_to_string(f)?),
+        None => None,
+    })
+}
+
+/// A function of the crate with its line range and its words.
+#[derive(Debug, Clone)]
+pub struct FunctionBlock {
+    /// Path relative to the crate root.
+    pub file: String,
+    /// The function's name (`Type::method` for methods).
+    pub name: String,
+    /// First line (1-based).
+    pub start: u32,
+    /// Last line.
+    pub end: u32,
+    words: Vec<String>,
+}
+
+/// Every function of a crate's `src/`, found by parsing the files.
+#[derive(Debug, Default)]
+pub struct FunctionIndex {
+    /// The functions, in file and line order.
+    pub functions: Vec<FunctionBlock>,
+}
+
+static WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z][A-Za-z0-9]*").expect("valid regex"));
+
+/// Words of a text: identifiers split at `_` and case changes, lowercased.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in WORD.find_iter(text) {
+        let s = m.as_str();
+        let mut cur = String::new();
+        let mut prev_lower = false;
+        for c in s.chars() {
+            if c.is_uppercase() && prev_lower && !cur.is_empty() {
+                out.push(cur.to_lowercase());
+                cur.clear();
+            }
+            prev_lower = c.is_lowercase() || c.is_ascii_digit();
+            cur.push(c);
+        }
+        if !cur.is_empty() {
+            out.push(cur.to_lowercase());
+        }
+    }
+    out.retain(|w| w.len() > 1);
+    out
+}
+
+impl FunctionIndex {
+    /// Parses every `.rs` file under `root/src`; files that do not parse are skipped.
+    pub fn build(root: &Path) -> Result<FunctionIndex> {
+        let mut index = FunctionIndex::default();
+        let mut files: Vec<_> = walk_rs(&root.join("src"));
+        files.sort();
+        for path in files {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let Ok(file) = syn::parse_file(&text) else {
+                continue;
+            };
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let lines: Vec<&str> = text.lines().collect();
+            let mut push = |name: String, span: proc_macro2::Span| {
+                let (start, end) = (span.start().line as u32, span.end().line as u32);
+                if start == 0 || end < start {
+                    return;
+                }
+                let body = lines
+                    .get(start as usize - 1..(end as usize).min(lines.len()))
+                    .map(|l| l.join("\n"))
+                    .unwrap_or_default();
+                index.functions.push(FunctionBlock {
+                    file: rel.clone(),
+                    words: words(&format!("{name} {body}")),
+                    name,
+                    start,
+                    end,
+                });
+            };
+            collect_fns(&file.items, None, &mut push);
+        }
+        Ok(index)
+    }
+
+    /// The `k` functions whose words best match the report (Okapi BM25, k1 = 1.2, b = 0.75).
+    pub fn bm25(&self, report: &str, k: usize) -> Vec<DiagnosedBlock> {
+        let query: BTreeSet<String> = words(report).into_iter().collect();
+        let n = self.functions.len() as f64;
+        if n == 0.0 || query.is_empty() {
+            return Vec::new();
+        }
+        let avg = self.functions.iter().map(|f| f.words.len()).sum::<usize>() as f64 / n;
+        let mut df: BTreeMap<&str, f64> = BTreeMap::new();
+        for f in &self.functions {
+            let unique: BTreeSet<&str> = f.words.iter().map(String::as_str).collect();
+            for w in unique {
+                if query.contains(w) {
+                    *df.entry(w).or_insert(0.0) += 1.0;
+                }
+            }
+        }
+        let mut scored: Vec<(f64, &FunctionBlock)> = self
+            .functions
+            .iter()
+            .map(|f| {
+                let len = f.words.len() as f64;
+                let mut tf: BTreeMap<&str, f64> = BTreeMap::new();
+                for w in &f.words {
+                    if query.contains(w) {
+                        *tf.entry(w.as_str()).or_insert(0.0) += 1.0;
+                    }
+                }
+                let score = tf
+                    .iter()
+                    .map(|(w, t)| {
+                        let d = df[w];
+                        let idf = ((n - d + 0.5) / (d + 0.5) + 1.0).ln();
+                        idf * t * 2.2 / (t + 1.2 * (0.25 + 0.75 * len / avg))
+                    })
+                    .sum::<f64>();
+                (score, f)
+            })
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then(a.1.file.cmp(&b.1.file))
+                .then(a.1.start.cmp(&b.1.start))
+        });
+        scored
+            .into_iter()
+            .take(k)
+            .map(|(_, f)| block_of(f))
+            .collect()
+    }
+
+    /// Functions that file:line locations or function paths in the report point at, in the
+    /// order they appear.
+    pub fn from_traces(&self, report: &str, k: usize) -> Vec<DiagnosedBlock> {
+        static LOCATION: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"([\w./-]+\.rs):(\d+)").expect("valid regex"));
+        static PATH: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"\b(?:[A-Za-z_]\w*::)+([A-Za-z_]\w*)\b").expect("valid regex")
+        });
+        let mut found: Vec<&FunctionBlock> = Vec::new();
+        fn add<'a>(f: &'a FunctionBlock, found: &mut Vec<&'a FunctionBlock>) {
+            if !found.iter().any(|g| std::ptr::eq(*g, f)) {
+                found.push(f);
+            }
+        }
+        for line in report.lines() {
+            for c in LOCATION.captures_iter(line) {
+                let path = &c[1];
+                let Ok(no) = c[2].parse::<u32>() else {
+                    continue;
+                };
+                let hit = self
+                    .functions
+                    .iter()
+                    .filter(|f| path.ends_with(&f.file) && f.start <= no && no <= f.end)
+                    .min_by_key(|f| f.end - f.start);
+                if let Some(f) = hit {
+                    add(f, &mut found);
+                }
+            }
+            for c in PATH.captures_iter(line) {
+                let name = &c[1];
+                for f in self
+                    .functions
+                    .iter()
+                    .filter(|f| f.name.rsplit("::").next() == Some(name))
+                {
+                    add(f, &mut found);
+                }
+            }
+        }
+        found.into_iter().take(k).map(block_of).collect()
+    }
+}
+
+fn block_of(f: &FunctionBlock) -> DiagnosedBlock {
+    DiagnosedBlock {
+        file: f.file.clone(),
+        start_line: f.start,
+        end_line: f.end,
+        symbol: Some(f.name.clone()),
+        explanation: None,
+    }
+}
+
+fn walk_rs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_rs(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn type_name(ty: &syn::Type) -> String {
+    match ty {
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default(),
+        _ => "impl".into(),
+    }
+}
+
+fn collect_fns(
+    items: &[syn::Item],
+    owner: Option<&str>,
+    push: &mut dyn FnMut(String, proc_macro2::Span),
+) {
+    use syn::spanned::Spanned;
+    for item in items {
+        match item {
+            syn::Item::Fn(f) => push(qualified(owner, &f.sig.ident), f.span()),
+            syn::Item::Impl(i) => {
+                let ty = type_name(&i.self_ty);
+                for it in &i.items {
+                    if let syn::ImplItem::Fn(m) = it {
+                        push(qualified(Some(&ty), &m.sig.ident), m.span());
+                    }
+                }
+            }
+            syn::Item::Trait(t) => {
+                for it in &t.items {
+                    if let syn::TraitItem::Fn(m) = it
+                        && m.default.is_some()
+                    {
+                        push(
+                            qualified(Some(&t.ident.to_string()), &m.sig.ident),
+                            m.span(),
+                        );
+                    }
+                }
+            }
+            syn::Item::Mod(m) => {
+                if let Some((_, inner)) = &m.content {
+                    collect_fns(inner, owner, push);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn qualified(owner: Option<&str>, ident: &syn::Ident) -> String {
+    match owner {
+        Some(o) => format!("{o}::{ident}"),
+        None => ident.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crate_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("src")).unwrap();
+        std::fs::write(
+            d.path().join("src/lib.rs"),
+            "pub struct Ledger;\n\nimpl Ledger {\n    pub fn apply_delete(&mut self) {\n        let pending = 1;\n    }\n\n    pub fn snapshot(&self) -> u32 {\n        assert!(true, \"snapshot id must grow\");\n        3\n    }\n}\n\nfn unrelated() {}\n",
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn functions_are_indexed_with_their_lines() {
+        let d = crate_dir();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let names: Vec<_> = idx
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.start, f.end))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("Ledger::apply_delete", 4, 6),
+                ("Ledger::snapshot", 8, 11),
+                ("unrelated", 14, 14)
+            ]
+        );
+    }
+
+    #[test]
+    fn bm25_ranks_by_the_report_words() {
+        let d = crate_dir();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let top = idx.bm25("After a snapshot, the snapshot id did not grow", 1);
+        assert_eq!(top[0].symbol.as_deref(), Some("Ledger::snapshot"));
+        assert!(idx.bm25("", 3).is_empty());
+    }
+
+    #[test]
+    fn traces_point_at_functions() {
+        let d = crate_dir();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let report = "thread 'main' panicked at /home/u/.cargo/registry/src/x/ledger-0.1.0/src/lib.rs:9:9\n  3: ledger::Ledger::apply_delete";
+        let blocks = idx.from_traces(report, 3);
+        let names: Vec<_> = blocks.iter().map(|b| b.symbol.clone().unwrap()).collect();
+        assert_eq!(names, ["Ledger::snapshot", "Ledger::apply_delete"]);
+        assert!(idx.from_traces("no trace here", 3).is_empty());
+    }
+
+    #[test]
+    fn words_split_identifiers() {
+        assert_eq!(
+            words("applyDelete pending_ds X"),
+            ["apply", "delete", "pending", "ds"]
+        );
+    }
+}
