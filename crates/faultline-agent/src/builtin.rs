@@ -39,6 +39,8 @@ pub struct BuiltinAgent {
     pub max_output_tokens: u32,
     /// Sampling temperature; the provider's default when absent.
     pub temperature: Option<f64>,
+    /// Shared across concurrent trials to bound simultaneous model calls; `None` means no bound.
+    pub model_permits: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
 
 /// How a trial of the built-in agent ended.
@@ -118,8 +120,14 @@ impl BuiltinAgent {
             };
             let remaining =
                 Duration::from_secs_f64((limits.wall_secs as f64 - rec.elapsed()).max(0.0));
-            let reply = match tokio::time::timeout(remaining, self.client.complete(&request)).await
-            {
+            let call = async {
+                let _permit = match &self.model_permits {
+                    Some(p) => Some(p.acquire().await.expect("the semaphore is never closed")),
+                    None => None,
+                };
+                self.client.complete(&request).await
+            };
+            let reply = match tokio::time::timeout(remaining, call).await {
                 Err(_) => {
                     let fired = LimitFired {
                         limit: "wall_secs".into(),

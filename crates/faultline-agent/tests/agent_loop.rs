@@ -105,6 +105,7 @@ async fn run(
         tool_mode,
         max_output_tokens: 512,
         temperature: Some(0.0),
+        model_permits: None,
     };
     let task = Task {
         schema_version: 1,

@@ -27,22 +27,26 @@ pub struct RunLock {
     pub schema_version: u32,
     /// The faultline version.
     pub faultline_version: String,
-    /// The agent configuration.
-    pub agent: AgentInfo,
+    /// The agent configurations, by name.
+    pub agents: Vec<AgentInfo>,
     /// The budgets of every trial.
     pub limits: Limits,
     /// The run's base seed.
     pub seed: u64,
-    /// Attempts per case, track and condition.
+    /// Attempts per case, track and condition (model and external agents).
     pub attempts: u32,
+    /// Attempts for baselines, which are deterministic.
+    pub baseline_attempts: u32,
     /// The tracks.
     pub tracks: Vec<Track>,
     /// The conditions.
     pub conditions: Vec<Condition>,
     /// The cases, with hashes.
     pub cases: Vec<LockedCase>,
-    /// The pricing table's version and hash (built-in agent).
+    /// The pricing table's version (built-in agents).
     pub pricing: Option<String>,
+    /// Grading settings: robustness seeds and reproduction runs.
+    pub grading: String,
     /// The shard this directory holds, as `i/n`, when sharded.
     pub shard: Option<String>,
 }

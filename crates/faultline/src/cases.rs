@@ -40,7 +40,7 @@ pub enum CasesCommand {
     Validate(ValidateArgs),
 }
 
-#[derive(Args, Default)]
+#[derive(Args, Default, Clone)]
 pub struct Filter {
     /// Only this system.
     #[arg(long)]
@@ -97,7 +97,7 @@ pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
     }
 }
 
-fn selection(patterns: Vec<String>, f: Filter) -> Selection {
+pub fn selection(patterns: Vec<String>, f: Filter) -> Selection {
     Selection {
         patterns,
         system: f.system,

@@ -1,6 +1,8 @@
 //! The `faultline` command: argument parsing and wiring over the library crates.
 
 mod cases;
+mod run;
+mod tools;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -35,8 +37,21 @@ enum Command {
         #[command(subcommand)]
         command: cases::CasesCommand,
     },
+    /// Run a benchmark: agents on cases, graded; running it again resumes [default: the
+    /// baselines on the smoke suite].
+    Run(Box<run::RunArgs>),
+    /// Merge the directories of a sharded run.
+    Merge(run::MergeArgs),
+    /// Grade a run again from its stored submissions, without running any agent.
+    Grade(run::GradeArgs),
+    /// Grade patches from a SWE-bench-style predictions file.
+    Import(run::ImportArgs),
     /// Prepare a case's offline workspace (sources, vendored dependencies, warm build cache).
     Prepare(cases::PrepareArgs),
+    /// Open a shell in the sandbox an agent gets for a case (a fresh copy of its workspace).
+    Shell(tools::ShellArgs),
+    /// Convert a trajectory to mini-swe-agent's traj.json or Harbor's ATIF.
+    Export(tools::ExportArgs),
     /// Write the JSON Schemas of every on-disk format.
     Schema {
         /// Output directory.
@@ -100,6 +115,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Cases { command } => runtime.block_on(cases::run(&ctx, command)),
         Command::Prepare(args) => runtime.block_on(cases::prepare(&ctx, args)),
+        Command::Run(args) => runtime.block_on(run::run(&ctx, *args)),
+        Command::Merge(args) => run::merge(args),
+        Command::Grade(args) => runtime.block_on(run::grade(&ctx, args)),
+        Command::Import(args) => runtime.block_on(run::import(&ctx, args)),
+        Command::Shell(args) => runtime.block_on(tools::shell(&ctx, args)),
+        Command::Export(args) => tools::export(args),
         Command::Schema { out, check } => schema(&out, check),
     }
 }

@@ -1,0 +1,295 @@
+//! Re-grading a run from its stored submissions (no agent runs again), and importing patches
+//! from other harnesses in the SWE-bench predictions format.
+
+use crate::grading::grade_submission;
+use crate::plan::{PlannedTrial, trial_seed};
+use crate::results::{ResultsLog, latest};
+use crate::runner::{record, trial_dir};
+use anyhow::{Context, Result, bail};
+use faultline_agent::Submission;
+use faultline_agent::record::Recorder;
+use faultline_corpus::checks::static_checks;
+use faultline_corpus::{Corpus, DataDir, PrepareOptions, PreparedCase, prepare};
+use faultline_grade::GradeOptions;
+use faultline_sandbox::Toolchain;
+use faultline_schema::run::{LockedCase, RUN_SCHEMA_VERSION};
+use faultline_schema::task::TASK_SCHEMA_VERSION;
+use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::{Condition, ExitStatus, Limits, RunLock, Task, Track, Trajectory};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+struct Prepared {
+    prepared: BTreeMap<String, PreparedCase>,
+    names_function: BTreeMap<String, bool>,
+}
+
+async fn prepare_cases(
+    corpus: &Corpus,
+    ids: impl IntoIterator<Item = String>,
+    data: &DataDir,
+    toolchain: &Toolchain,
+) -> Result<Prepared> {
+    let mut out = Prepared {
+        prepared: BTreeMap::new(),
+        names_function: BTreeMap::new(),
+    };
+    for id in ids {
+        if out.prepared.contains_key(&id) {
+            continue;
+        }
+        let case = corpus
+            .get(&id)
+            .with_context(|| format!("case `{id}` is not in the corpus"))?;
+        let p = prepare(case, data, toolchain, &PrepareOptions::default()).await?;
+        let (report, _) = static_checks(case, &p.sources)?;
+        out.names_function
+            .insert(id.clone(), !report.symptom_names.is_empty());
+        out.prepared.insert(id, p);
+    }
+    Ok(out)
+}
+
+fn read_submission(dir: &Path, track: Track) -> Submission {
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).ok();
+    match track {
+        Track::Diagnose => read("diagnosis.json").map(Submission::Diagnosis),
+        Track::Repair => read("patch.diff").map(Submission::Patch),
+        Track::Reproduce => read("reproducer.rs").map(Submission::Reproducer),
+    }
+    .unwrap_or(Submission::None)
+}
+
+/// Grades every trial of a run again from its stored submission and rewrites its grades and
+/// results. Returns the number of trials graded.
+pub async fn regrade(
+    run_dir: &Path,
+    corpus: &Corpus,
+    data: &DataDir,
+    toolchain: &Toolchain,
+    opts: &GradeOptions,
+    use_cache: bool,
+) -> Result<usize> {
+    let log = ResultsLog::open(run_dir)?;
+    let records = latest(log.read()?);
+    if records.is_empty() {
+        bail!("{} holds no results to re-grade", run_dir.display());
+    }
+    let cases = prepare_cases(
+        corpus,
+        records.values().map(|r| r.case_id.clone()),
+        data,
+        toolchain,
+    )
+    .await?;
+    let mut out = Vec::new();
+    for (id, mut r) in records {
+        let dir = trial_dir(run_dir, &id);
+        let case = corpus.get(&r.case_id).expect("prepared above");
+        let submission = read_submission(&dir, r.track);
+        let grade = grade_submission(
+            case,
+            &cases.prepared[&r.case_id],
+            data,
+            toolchain,
+            &id,
+            r.track,
+            &submission,
+            opts,
+            use_cache,
+        )
+        .await?;
+        faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+        r.outcome = grade.outcome;
+        r.score = grade.score;
+        r.block_precision = grade.diagnosis.as_ref().map(|d| d.block_precision);
+        r.file_coverage = grade.diagnosis.as_ref().map(|d| d.file_coverage);
+        out.push(r);
+    }
+    log.rewrite(&out)?;
+    Ok(out.len())
+}
+
+/// One line of a SWE-bench predictions file, with faultline's optional extras.
+#[derive(Debug, Deserialize)]
+pub struct Prediction {
+    /// The case id.
+    pub instance_id: String,
+    /// The model or system that produced the patch (the agent name in results).
+    pub model_name_or_path: String,
+    /// The unified diff.
+    pub model_patch: Option<String>,
+    /// faultline extra: `symptom` (default) or `context`.
+    #[serde(default)]
+    pub condition: Option<Condition>,
+    /// faultline extra: attempt number (default 1).
+    #[serde(default)]
+    pub attempt: Option<u32>,
+}
+
+/// Turns a predictions file into a graded run in `out`. Returns the number of trials.
+pub async fn import_predictions(
+    predictions: &Path,
+    out: &Path,
+    corpus: &Corpus,
+    data: &DataDir,
+    toolchain: &Toolchain,
+    opts: &GradeOptions,
+) -> Result<usize> {
+    let text = std::fs::read_to_string(predictions)
+        .with_context(|| format!("reading {}", predictions.display()))?;
+    let mut preds = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let p: Prediction = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a prediction", predictions.display(), i + 1))?;
+        if corpus.get(&p.instance_id).is_none() {
+            bail!(
+                "{}:{}: unknown case `{}`",
+                predictions.display(),
+                i + 1,
+                p.instance_id
+            );
+        }
+        preds.push(p);
+    }
+    let cases = prepare_cases(
+        corpus,
+        preds.iter().map(|p| p.instance_id.clone()),
+        data,
+        toolchain,
+    )
+    .await?;
+    let agents: std::collections::BTreeSet<String> = preds
+        .iter()
+        .map(|p| agent_name(&p.model_name_or_path))
+        .collect();
+    let lock = RunLock {
+        schema_version: RUN_SCHEMA_VERSION,
+        faultline_version: env!("CARGO_PKG_VERSION").into(),
+        agents: agents
+            .iter()
+            .map(|a| AgentInfo {
+                kind: "imported".into(),
+                name: a.clone(),
+                model: None,
+                protocol: None,
+                settings: BTreeMap::new(),
+            })
+            .collect(),
+        limits: Limits::default(),
+        seed: 0,
+        attempts: preds.iter().filter_map(|p| p.attempt).max().unwrap_or(1),
+        baseline_attempts: 1,
+        tracks: vec![Track::Repair],
+        conditions: Condition::ALL.to_vec(),
+        cases: cases
+            .prepared
+            .keys()
+            .map(|id| {
+                Ok(LockedCase {
+                    id: id.clone(),
+                    sha256: faultline_grade::grader::case_hash(corpus.get(id).expect("known"))?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        pricing: None,
+        grading: format!(
+            "robustness_seeds={} reproduction_k={}",
+            opts.robustness_seeds, opts.reproduction_k
+        ),
+        shard: None,
+    };
+    std::fs::create_dir_all(out)?;
+    faultline_schema::io::write_json_atomic(&out.join("lock.json"), &lock)?;
+    let log = ResultsLog::open(out)?;
+    let mut records = Vec::new();
+    for p in &preds {
+        let case = corpus.get(&p.instance_id).expect("checked above");
+        let condition = p.condition.unwrap_or(Condition::Symptom);
+        let attempt = p.attempt.unwrap_or(1);
+        let agent = agent_name(&p.model_name_or_path);
+        let trial_id = format!("{agent}/{}/repair/{condition}/{attempt}", p.instance_id);
+        let planned = PlannedTrial {
+            agent: 0,
+            case: 0,
+            track: Track::Repair,
+            condition,
+            attempt,
+            seed: trial_seed(0, &trial_id),
+            trial_id: trial_id.clone(),
+        };
+        let dir = trial_dir(out, &trial_id);
+        std::fs::create_dir_all(&dir)?;
+        let task = Task {
+            schema_version: TASK_SCHEMA_VERSION,
+            trial_id: trial_id.clone(),
+            case_id: p.instance_id.clone(),
+            track: Track::Repair,
+            condition,
+            attempt,
+            seed: planned.seed,
+            crate_name: case.manifest.source.crate_name().into(),
+            bundle_files: Vec::new(),
+            limits: Limits::default(),
+        };
+        faultline_schema::io::write_json_atomic(&dir.join("task.json"), &task)?;
+        let submission = match &p.model_patch {
+            Some(patch) => Submission::Patch(patch.clone()),
+            None => Submission::None,
+        };
+        if let Some(text) = submission.text() {
+            faultline_schema::io::write_atomic(&dir.join("patch.diff"), text.as_bytes())?;
+        }
+        let info = AgentInfo {
+            kind: "imported".into(),
+            name: agent.clone(),
+            model: None,
+            protocol: None,
+            settings: BTreeMap::new(),
+        };
+        let mut rec = Recorder::new(&task, info, Some(dir.join("trajectory.json")));
+        rec.finish(ExitStatus::Submitted, None, None)?;
+        let traj: Trajectory = rec.trajectory;
+        let grade = grade_submission(
+            case,
+            &cases.prepared[&p.instance_id],
+            data,
+            toolchain,
+            &trial_id,
+            Track::Repair,
+            &submission,
+            opts,
+            true,
+        )
+        .await?;
+        faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+        records.push(record(
+            case,
+            &planned,
+            &agent,
+            &traj,
+            &grade,
+            cases.names_function[&p.instance_id],
+        ));
+    }
+    log.rewrite(&records)?;
+    Ok(records.len())
+}
+
+fn agent_name(model: &str) -> String {
+    model
+        .chars()
+        .map(|c| {
+            if c == '/' || c.is_whitespace() {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,603 @@
+//! Executing a run: prepare the cases, run each pending trial (agent, then grader), append its
+//! record. Re-running the same command resumes: finished trials are kept, interrupted ones are
+//! redone from scratch, a changed configuration is refused unless forced.
+
+use crate::grading::grade_submission;
+use crate::plan::{AgentPlan, PlannedTrial, Shard, plan};
+use crate::results::{ResultsLog, latest};
+use anyhow::{Context, Result, bail};
+use faultline_agent::baselines::{self, Baseline};
+use faultline_agent::record::Recorder;
+use faultline_agent::{BuiltinAgent, ExternalAgent, Templates, TrialEnv};
+use faultline_corpus::checks::static_checks;
+use faultline_corpus::gold::TreeDiff;
+use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
+use faultline_grade::GradeOptions;
+use faultline_model::{ModelClient, ModelConfig, PricingTable};
+use faultline_sandbox::Toolchain;
+use faultline_schema::run::{LockedCase, RUN_SCHEMA_VERSION};
+use faultline_schema::task::TASK_SCHEMA_VERSION;
+use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::{
+    Condition, ExitStatus, Grade, Limits, Outcome, ResultRecord, RunLock, Task, Track, Trajectory,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::{Mutex, Semaphore};
+
+/// An agent configuration of a run.
+#[derive(Debug, Clone)]
+pub enum AgentSpec {
+    /// The built-in loop with a model.
+    Builtin {
+        /// Name in results (defaults to the model name).
+        name: String,
+        /// How to reach the model.
+        model: Box<ModelConfig>,
+        /// Prompt templates.
+        templates: Templates,
+        /// Native tool calls or text blocks.
+        tool_mode: bool,
+        /// Output tokens per reply.
+        max_output_tokens: u32,
+        /// Sampling temperature.
+        temperature: Option<f64>,
+    },
+    /// A command.
+    External(ExternalAgent),
+    /// A baseline.
+    Baseline(Baseline),
+}
+
+impl AgentSpec {
+    /// The name used in trial ids and tables (`/` and spaces replaced).
+    pub fn name(&self) -> String {
+        let raw = match self {
+            AgentSpec::Builtin { name, .. } => name.clone(),
+            AgentSpec::External(e) => e.name.clone(),
+            AgentSpec::Baseline(b) => b.name().to_string(),
+        };
+        raw.chars()
+            .map(|c| {
+                if c == '/' || c.is_whitespace() {
+                    '-'
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    /// What the lock records about this agent.
+    pub fn info(&self, templates_fingerprint: Option<String>) -> AgentInfo {
+        match self {
+            AgentSpec::Builtin {
+                model,
+                tool_mode,
+                max_output_tokens,
+                temperature,
+                ..
+            } => {
+                let mut settings = BTreeMap::new();
+                settings.insert(
+                    "prompts".into(),
+                    templates_fingerprint.unwrap_or_default().into(),
+                );
+                settings.insert("tool_mode".into(), (*tool_mode).into());
+                settings.insert("max_output_tokens".into(), (*max_output_tokens).into());
+                settings.insert("temperature".into(), serde_json::json!(temperature));
+                settings.insert("base_url".into(), model.effective_base_url().into());
+                AgentInfo {
+                    kind: "builtin".into(),
+                    name: self.name(),
+                    model: Some(model.model.clone()),
+                    protocol: Some(format!("{:?}", model.protocol)),
+                    settings,
+                }
+            }
+            AgentSpec::External(e) => AgentInfo {
+                name: self.name(),
+                ..e.info()
+            },
+            AgentSpec::Baseline(b) => AgentInfo {
+                kind: "baseline".into(),
+                name: b.name().into(),
+                model: None,
+                protocol: None,
+                settings: BTreeMap::new(),
+            },
+        }
+    }
+
+    fn plan(&self) -> AgentPlan {
+        AgentPlan {
+            name: self.name(),
+            baseline: match self {
+                AgentSpec::Baseline(b) => Some(*b),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Everything a run is configured with.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The run directory.
+    pub out: PathBuf,
+    /// The cases.
+    pub cases: Vec<Case>,
+    /// The agent configurations.
+    pub agents: Vec<AgentSpec>,
+    /// Tracks.
+    pub tracks: Vec<Track>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Attempts per case, track and condition for model and external agents.
+    pub attempts: u32,
+    /// Attempts for baselines.
+    pub baseline_attempts: u32,
+    /// Budgets of every trial.
+    pub limits: Limits,
+    /// The run's seed.
+    pub seed: u64,
+    /// Trials (sandboxes) at once.
+    pub workers: usize,
+    /// Model calls at once, over all trials.
+    pub model_workers: usize,
+    /// This directory's shard of the run.
+    pub shard: Option<Shard>,
+    /// Accept a lock that differs from this configuration.
+    pub force: bool,
+    /// Redo trials whose grade was an infrastructure error.
+    pub retry_infra: bool,
+    /// Prices for built-in agents.
+    pub pricing: PricingTable,
+    /// Grading settings.
+    pub grading: GradeOptions,
+}
+
+/// What a run reports while it works.
+#[derive(Debug, Clone)]
+pub enum ProgressEvent {
+    /// Preparing a case's workspace.
+    Preparing(String),
+    /// The plan: trials in this shard, already finished, to do now.
+    Planned {
+        /// Trials in this shard.
+        total: usize,
+        /// Already finished.
+        done: usize,
+        /// To run now.
+        pending: usize,
+    },
+    /// A trial started.
+    Started(String),
+    /// A trial finished and was recorded.
+    Finished(Box<ResultRecord>),
+}
+
+/// Receives progress events (a terminal display or log lines).
+pub trait Progress: Send + Sync {
+    /// Called for every event, from any task.
+    fn event(&self, e: ProgressEvent);
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Trials in this shard.
+    pub total: usize,
+    /// Trials finished before this invocation.
+    pub resumed: usize,
+    /// Trials run now.
+    pub ran: usize,
+    /// Outcomes of all recorded trials.
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+fn case_sha(case: &Case) -> Result<String> {
+    faultline_grade::grader::case_hash(case)
+}
+
+fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunLock> {
+    Ok(RunLock {
+        schema_version: RUN_SCHEMA_VERSION,
+        faultline_version: env!("CARGO_PKG_VERSION").into(),
+        agents: cfg
+            .agents
+            .iter()
+            .map(|a| a.info(templates.get(&a.name()).cloned()))
+            .collect(),
+        limits: cfg.limits.clone(),
+        seed: cfg.seed,
+        attempts: cfg.attempts,
+        baseline_attempts: cfg.baseline_attempts,
+        tracks: cfg.tracks.clone(),
+        conditions: cfg.conditions.clone(),
+        cases: cfg
+            .cases
+            .iter()
+            .map(|c| {
+                Ok(LockedCase {
+                    id: c.id().into(),
+                    sha256: case_sha(c)?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        pricing: Some(cfg.pricing.table_version.clone()),
+        grading: format!(
+            "robustness_seeds={} reproduction_k={}",
+            cfg.grading.robustness_seeds, cfg.grading.reproduction_k
+        ),
+        shard: cfg.shard.map(|s| s.to_string()),
+    })
+}
+
+/// Writes the lock, or checks an existing one; a difference is refused unless `force`.
+fn check_lock(out: &Path, lock: &RunLock, force: bool) -> Result<()> {
+    let path = out.join("lock.json");
+    if let Ok(existing) = faultline_schema::io::read_json::<RunLock>(&path, "run lock") {
+        if &existing != lock {
+            let a = serde_json::to_value(&existing)?;
+            let b = serde_json::to_value(lock)?;
+            let changed: Vec<String> = b
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, v)| a.get(k.as_str()) != Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            if !force {
+                bail!(
+                    "{} was made with a different configuration (changed: {}); \
+                     use another --out directory, or --force to continue with the new one",
+                    path.display(),
+                    changed.join(", ")
+                );
+            }
+            tracing::warn!(
+                "continuing {} under a changed configuration: {}",
+                out.display(),
+                changed.join(", ")
+            );
+        } else {
+            return Ok(());
+        }
+    }
+    faultline_schema::io::write_json_atomic(&path, lock)?;
+    Ok(())
+}
+
+struct Shared {
+    cfg: RunConfig,
+    data: DataDir,
+    toolchain: Toolchain,
+    prepared: BTreeMap<String, PreparedCase>,
+    gold: BTreeMap<String, TreeDiff>,
+    names_function: BTreeMap<String, bool>,
+    builtins: BTreeMap<String, Arc<BuiltinAgent>>,
+    log: Mutex<ResultsLog>,
+}
+
+/// Runs (or resumes) a run.
+pub async fn run(
+    cfg: RunConfig,
+    data: DataDir,
+    toolchain: Toolchain,
+    progress: Arc<dyn Progress>,
+) -> Result<RunSummary> {
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
+    let model_permits = Arc::new(Semaphore::new(cfg.model_workers.max(1)));
+    let mut builtins = BTreeMap::new();
+    let mut fingerprints = BTreeMap::new();
+    for a in &cfg.agents {
+        if let AgentSpec::Builtin {
+            model,
+            templates,
+            tool_mode,
+            max_output_tokens,
+            temperature,
+            ..
+        } = a
+        {
+            cfg.pricing
+                .check_cost_limit(&model.model, cfg.limits.cost_usd)
+                .map_err(anyhow::Error::msg)?;
+            fingerprints.insert(a.name(), templates.fingerprint());
+            let agent = BuiltinAgent {
+                client: ModelClient::new((**model).clone()).map_err(|e| anyhow::anyhow!("{e}"))?,
+                pricing: Some(cfg.pricing.clone()),
+                templates: templates.clone(),
+                tool_mode: *tool_mode,
+                max_output_tokens: *max_output_tokens,
+                temperature: *temperature,
+                model_permits: Some(model_permits.clone()),
+            };
+            builtins.insert(a.name(), Arc::new(agent));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &cfg.agents {
+        if !seen.insert(a.name()) {
+            bail!(
+                "two agents are named `{}`; give them distinct names",
+                a.name()
+            );
+        }
+    }
+    check_lock(&cfg.out, &lock_of(&cfg, &fingerprints)?, cfg.force)?;
+
+    let log = ResultsLog::open(&cfg.out)?;
+    let done = latest(log.read()?);
+    let agent_plans: Vec<AgentPlan> = cfg.agents.iter().map(AgentSpec::plan).collect();
+    let case_list: Vec<(String, faultline_schema::OracleKind)> = cfg
+        .cases
+        .iter()
+        .map(|c| (c.id().to_string(), c.manifest.oracle.kind))
+        .collect();
+    let trials = plan(
+        &agent_plans,
+        &case_list,
+        &cfg.tracks,
+        &cfg.conditions,
+        cfg.attempts,
+        cfg.baseline_attempts,
+        cfg.seed,
+        cfg.shard,
+    );
+    let is_done = |t: &PlannedTrial| {
+        done.get(&t.trial_id)
+            .is_some_and(|r| !(cfg.retry_infra && r.outcome == Outcome::InfraError))
+    };
+    let pending: Vec<PlannedTrial> = trials.iter().filter(|t| !is_done(t)).cloned().collect();
+    progress.event(ProgressEvent::Planned {
+        total: trials.len(),
+        done: trials.len() - pending.len(),
+        pending: pending.len(),
+    });
+
+    let mut prepared = BTreeMap::new();
+    let mut gold = BTreeMap::new();
+    let mut names_function = BTreeMap::new();
+    let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.case).collect();
+    for ci in needed {
+        let case = &cfg.cases[ci];
+        progress.event(ProgressEvent::Preparing(case.id().into()));
+        let p = prepare(case, &data, &toolchain, &PrepareOptions::default())
+            .await
+            .with_context(|| format!("preparing {}", case.id()))?;
+        let (report, diff) = static_checks(case, &p.sources)?;
+        names_function.insert(case.id().to_string(), !report.symptom_names.is_empty());
+        gold.insert(case.id().to_string(), diff);
+        prepared.insert(case.id().to_string(), p);
+    }
+    for c in &cfg.cases {
+        if !names_function.contains_key(c.id()) {
+            names_function.insert(c.id().to_string(), false);
+        }
+    }
+
+    let shared = Arc::new(Shared {
+        cfg: cfg.clone(),
+        data,
+        toolchain,
+        prepared,
+        gold,
+        names_function,
+        builtins,
+        log: Mutex::new(log),
+    });
+    let workers = Arc::new(Semaphore::new(cfg.workers.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for trial in pending.clone() {
+        let shared = shared.clone();
+        let workers = workers.clone();
+        let progress = progress.clone();
+        tasks.spawn(async move {
+            let _slot = workers.acquire().await.expect("never closed");
+            progress.event(ProgressEvent::Started(trial.trial_id.clone()));
+            let record = run_trial(&shared, &trial).await?;
+            shared.log.lock().await.append(&record)?;
+            progress.event(ProgressEvent::Finished(Box::new(record)));
+            anyhow::Ok(())
+        });
+    }
+    let mut first_error = None;
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(e) = joined.map_err(anyhow::Error::from).and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e.context("a trial could not be recorded"));
+    }
+    let all = latest(shared.log.lock().await.read()?);
+    let mut outcomes = BTreeMap::new();
+    for t in &trials {
+        if let Some(r) = all.get(&t.trial_id) {
+            *outcomes.entry(r.outcome.as_str().to_string()).or_insert(0) += 1;
+        }
+    }
+    Ok(RunSummary {
+        total: trials.len(),
+        resumed: trials.len() - pending.len(),
+        ran: pending.len(),
+        outcomes,
+    })
+}
+
+/// The directory of a trial inside a run.
+pub fn trial_dir(out: &Path, trial_id: &str) -> PathBuf {
+    out.join("trials").join(trial_id)
+}
+
+async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
+    let cfg = &s.cfg;
+    let case = &cfg.cases[t.case];
+    let agent = &cfg.agents[t.agent];
+    let dir = trial_dir(&cfg.out, &t.trial_id);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let task = Task {
+        schema_version: TASK_SCHEMA_VERSION,
+        trial_id: t.trial_id.clone(),
+        case_id: case.id().into(),
+        track: t.track,
+        condition: t.condition,
+        attempt: t.attempt,
+        seed: t.seed,
+        crate_name: case.manifest.source.crate_name().into(),
+        bundle_files: if t.condition == Condition::Context {
+            case.bundle.iter().map(|b| b.name.clone()).collect()
+        } else {
+            Vec::new()
+        },
+        limits: cfg.limits.clone(),
+    };
+    faultline_schema::io::write_json_atomic(&dir.join("task.json"), &task)?;
+    let prepared = &s.prepared[case.id()];
+    let traj_path = dir.join("trajectory.json");
+    let outcome = match agent {
+        AgentSpec::Baseline(b) => {
+            let mut report = case.symptom.clone();
+            if t.condition == Condition::Context {
+                for f in &case.bundle {
+                    report.push('\n');
+                    report.push_str(&f.text);
+                }
+            }
+            let submission = baselines::submit(
+                *b,
+                t.track,
+                case,
+                &s.gold[case.id()],
+                &report,
+                &prepared.stamp.agent.workspace,
+            )?;
+            let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
+            rec.finish(ExitStatus::Submitted, None, None)?;
+            Ok((submission, rec.trajectory))
+        }
+        AgentSpec::Builtin { .. } => {
+            let builtin = &s.builtins[&agent.name()];
+            match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
+                Ok(env) => builtin
+                    .run(&env, Some(traj_path.clone()))
+                    .await
+                    .map(|r| (r.submission, r.trajectory)),
+                Err(e) => Err(e),
+            }
+        }
+        AgentSpec::External(ext) => {
+            match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
+                Ok(env) => ext
+                    .run(&env, &dir, Some(traj_path.clone()))
+                    .await
+                    .map(|r| (r.submission, r.trajectory)),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let (trajectory, grade) = match outcome {
+        Ok((submission, trajectory)) => {
+            faultline_schema::io::write_json_atomic(&traj_path, &trajectory)?;
+            if let (Some(name), Some(text)) = (submission.file_name(), submission.text()) {
+                faultline_schema::io::write_atomic(&dir.join(name), text.as_bytes())?;
+            }
+            let grade = grade_submission(
+                case,
+                prepared,
+                &s.data,
+                &s.toolchain,
+                &t.trial_id,
+                t.track,
+                &submission,
+                &cfg.grading,
+                true,
+            )
+            .await?;
+            (trajectory, grade)
+        }
+        Err(e) => {
+            // The harness failed to give the agent its environment: an infrastructure error,
+            // recorded (never as a failure of the agent) so `--retry-infra` can redo it.
+            let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
+            rec.finish(ExitStatus::SandboxError, None, Some(format!("{e:#}")))?;
+            let grade = infra_grade(case, &t.trial_id, t.track, &format!("{e:#}"))?;
+            (rec.trajectory, grade)
+        }
+    };
+    faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+    Ok(record(
+        case,
+        t,
+        &agent.name(),
+        &trajectory,
+        &grade,
+        s.names_function[case.id()],
+    ))
+}
+
+fn infra_grade(case: &Case, trial_id: &str, track: Track, why: &str) -> Result<Grade> {
+    Ok(Grade {
+        schema_version: faultline_schema::grade::GRADE_SCHEMA_VERSION,
+        trial_id: trial_id.into(),
+        case_id: case.id().into(),
+        track,
+        outcome: Outcome::InfraError,
+        reason: why.into(),
+        score: None,
+        diagnosis: None,
+        repair: None,
+        reproduction: None,
+        inputs: faultline_schema::grade::GradeInputs {
+            submission_sha256: String::new(),
+            case_sha256: case_sha(case)?,
+            faultline_version: env!("CARGO_PKG_VERSION").into(),
+        },
+        graded_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        wall_secs: 0.0,
+    })
+}
+
+/// The results line of a trial.
+pub fn record(
+    case: &Case,
+    t: &PlannedTrial,
+    agent: &str,
+    traj: &Trajectory,
+    grade: &Grade,
+    symptom_names_function: bool,
+) -> ResultRecord {
+    ResultRecord {
+        schema_version: RUN_SCHEMA_VERSION,
+        trial_id: t.trial_id.clone(),
+        case_id: case.id().into(),
+        system: case.manifest.system.clone(),
+        category: case.manifest.category.to_string(),
+        tier: case.manifest.tier,
+        symptom_names_function,
+        track: t.track,
+        condition: t.condition,
+        attempt: t.attempt,
+        agent: agent.to_string(),
+        exit_status: traj.exit_status,
+        outcome: grade.outcome,
+        score: grade.score,
+        block_precision: grade.diagnosis.as_ref().map(|d| d.block_precision),
+        file_coverage: grade.diagnosis.as_ref().map(|d| d.file_coverage),
+        tokens: traj.totals.tokens,
+        cost_usd: traj.totals.cost_usd,
+        steps: traj.totals.steps,
+        steps_to_first_edit: traj.totals.steps_to_first_edit,
+        wall_secs: traj.totals.wall_secs,
+        working_secs: traj.totals.working_secs,
+        actions: traj.totals.actions.clone(),
+        finished_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+    }
+}

@@ -1,0 +1,486 @@
+//! `faultline run`, `merge`, `grade` and `import`.
+
+use crate::Env;
+use crate::cases::Filter;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use faultline_agent::{Baseline, ExternalAgent, Templates};
+use faultline_grade::GradeOptions;
+use faultline_model::{ModelConfig, PricingTable, Protocol};
+use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
+use faultline_sandbox::Toolchain;
+use faultline_schema::{Condition, Limits, Outcome, Track};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Case ids or glob patterns [default: the smoke suite].
+    cases: Vec<String>,
+    /// Run every case.
+    #[arg(long, conflicts_with = "cases")]
+    all: bool,
+    /// Run the cases of a suite (`corpus/suites/<name>.txt`).
+    #[arg(long, conflicts_with_all = ["cases", "all"])]
+    suite: Option<String>,
+    #[command(flatten)]
+    filter: Filter,
+    /// An agent, repeatable: `baselines` (all four), `baseline:null|gold|bm25|stacktrace`,
+    /// `model:NAME` (the built-in agent; see --protocol, --base-url), or
+    /// `external:NAME=COMMAND` [default: a model agent if --model or FAULTLINE_MODEL is set,
+    /// otherwise the baselines].
+    #[arg(long = "agent")]
+    agents: Vec<String>,
+    /// Shorthand for `--agent model:NAME`.
+    #[arg(long, env = "FAULTLINE_MODEL")]
+    model: Option<String>,
+    /// Wire protocol of model agents: `openai` (chat completions; vLLM, llama.cpp, ollama...)
+    /// or `anthropic` (messages).
+    #[arg(long, env = "FAULTLINE_PROTOCOL", default_value = "openai")]
+    protocol: String,
+    /// Base URL of the model API (an OpenAI-compatible server: `http://host:8000/v1`).
+    #[arg(long, env = "FAULTLINE_BASE_URL")]
+    base_url: Option<String>,
+    /// Environment variable holding the API key (needed with --base-url).
+    #[arg(long, env = "FAULTLINE_API_KEY_ENV")]
+    api_key_env: Option<String>,
+    /// Act through one fenced bash block per reply instead of native tool calls.
+    #[arg(long)]
+    text_mode: bool,
+    /// Output tokens per model reply.
+    #[arg(long, default_value_t = 4096)]
+    max_output_tokens: u32,
+    /// Sampling temperature [default: the provider's].
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// System prompt template (Jinja) [default: built in].
+    #[arg(long)]
+    system_prompt: Option<PathBuf>,
+    /// Task prompt template (Jinja) [default: built in].
+    #[arg(long)]
+    task_prompt: Option<PathBuf>,
+    /// Pricing table (TOML) [default: built in].
+    #[arg(long)]
+    pricing: Option<PathBuf>,
+    /// Tracks, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "diagnose,repair,reproduce"
+    )]
+    tracks: Vec<Track>,
+    /// Conditions, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "symptom,context")]
+    conditions: Vec<Condition>,
+    /// Attempts per case, track and condition (model and external agents).
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
+    /// Attempts for baselines, which are deterministic.
+    #[arg(long, default_value_t = 1)]
+    baseline_attempts: u32,
+    /// Trials (sandboxes) at once.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Model calls at once, over all trials.
+    #[arg(long, default_value_t = 4)]
+    model_workers: usize,
+    /// Steps (model calls) per trial.
+    #[arg(long, default_value_t = 450)]
+    steps: u32,
+    /// Dollars per trial (`0` for none).
+    #[arg(long, default_value_t = 5.0)]
+    cost: f64,
+    /// Tokens per trial.
+    #[arg(long)]
+    tokens: Option<u64>,
+    /// Wall-clock seconds per trial.
+    #[arg(long, default_value_t = 1800)]
+    wall_secs: u64,
+    /// Working seconds per trial (wall time minus waiting on model retries).
+    #[arg(long)]
+    working_secs: Option<u64>,
+    /// Seconds one command may run.
+    #[arg(long, default_value_t = 300)]
+    command_timeout: u64,
+    /// Characters of command output shown to the agent.
+    #[arg(long, default_value_t = 10_000)]
+    output_cap: usize,
+    /// The run's seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Further seeds a repair must pass on seeded oracles.
+    #[arg(long, default_value_t = 5)]
+    robustness_seeds: u32,
+    /// Runs per version when grading reproducers.
+    #[arg(long, default_value_t = 3)]
+    reproduction_k: u32,
+    /// The run directory; running the same command again resumes it.
+    #[arg(long, default_value = "runs/default")]
+    out: PathBuf,
+    /// Run only this shard, `INDEX/COUNT` [default: from JOB_COMPLETION_INDEX with
+    /// FAULTLINE_SHARD_COUNT, or SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT].
+    #[arg(long)]
+    shard: Option<Shard>,
+    /// Continue a run directory whose configuration differs.
+    #[arg(long)]
+    force: bool,
+    /// Redo trials that ended in an infrastructure error.
+    #[arg(long)]
+    retry_infra: bool,
+}
+
+fn parse_agents(args: &RunArgs, templates: &Templates) -> Result<Vec<AgentSpec>> {
+    let mut specs = args.agents.clone();
+    if let Some(m) = &args.model {
+        specs.push(format!("model:{m}"));
+    }
+    if specs.is_empty() {
+        specs.push("baselines".into());
+    }
+    let protocol = match args.protocol.as_str() {
+        "openai" => Protocol::OpenAiChat,
+        "anthropic" => Protocol::AnthropicMessages,
+        other => bail!("unknown protocol `{other}`; use openai or anthropic"),
+    };
+    let mut out = Vec::new();
+    for spec in specs {
+        if spec == "baselines" {
+            out.extend(Baseline::ALL.into_iter().map(AgentSpec::Baseline));
+        } else if let Some(b) = spec.strip_prefix("baseline:") {
+            out.push(AgentSpec::Baseline(b.parse().map_err(anyhow::Error::msg)?));
+        } else if let Some(m) = spec.strip_prefix("model:") {
+            let mut model = ModelConfig::new(protocol, m);
+            if let Some(url) = &args.base_url {
+                model = model.with_base_url(url.clone());
+            }
+            model.api_key_env = args.api_key_env.clone();
+            model.validate().map_err(anyhow::Error::msg)?;
+            out.push(AgentSpec::Builtin {
+                name: m.to_string(),
+                model: Box::new(model),
+                templates: templates.clone(),
+                tool_mode: !args.text_mode,
+                max_output_tokens: args.max_output_tokens,
+                temperature: args.temperature,
+            });
+        } else if let Some(rest) = spec.strip_prefix("external:") {
+            let (name, command) = rest
+                .split_once('=')
+                .context("an external agent is written external:NAME=COMMAND")?;
+            out.push(AgentSpec::External(ExternalAgent {
+                name: name.into(),
+                command: command.into(),
+            }));
+        } else {
+            bail!("unknown agent `{spec}`; see `faultline run --help`");
+        }
+    }
+    Ok(out)
+}
+
+pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let patterns = match (&args.suite, args.all, args.cases.is_empty()) {
+        (Some(s), _, _) => corpus.suite(s)?,
+        (None, false, true) => corpus.suite("smoke")?,
+        _ => args.cases.clone(),
+    };
+    let selected = corpus
+        .select(&crate::cases::selection(patterns, args.filter.clone()))
+        .map_err(anyhow::Error::msg)?;
+    if selected.is_empty() {
+        bail!("no case matches");
+    }
+    let templates = Templates::load(args.system_prompt.as_deref(), args.task_prompt.as_deref())?;
+    let agents = parse_agents(&args, &templates)?;
+    let pricing = match &args.pricing {
+        Some(p) => PricingTable::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => PricingTable::builtin().map_err(|e| anyhow::anyhow!("{e}"))?,
+    };
+    let shard = match args.shard {
+        Some(s) => Some(s),
+        None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
+    };
+    let cfg = RunConfig {
+        out: args.out.clone(),
+        cases: selected.into_iter().cloned().collect(),
+        agents,
+        tracks: args.tracks.clone(),
+        conditions: args.conditions.clone(),
+        attempts: args.attempts,
+        baseline_attempts: args.baseline_attempts,
+        limits: Limits {
+            steps: args.steps,
+            cost_usd: (args.cost > 0.0).then_some(args.cost),
+            tokens: args.tokens,
+            wall_secs: args.wall_secs,
+            working_secs: args.working_secs,
+            command_timeout_secs: args.command_timeout,
+            output_cap_chars: args.output_cap,
+        },
+        seed: args.seed,
+        workers: args.workers,
+        model_workers: args.model_workers,
+        shard,
+        force: args.force,
+        retry_infra: args.retry_infra,
+        pricing,
+        grading: GradeOptions {
+            robustness_seeds: args.robustness_seeds,
+            reproduction_k: args.reproduction_k,
+        },
+    };
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    let progress = Arc::new(ConsoleProgress::new());
+    let summary = faultline_run::run(cfg, env.data.clone(), toolchain, progress.clone()).await?;
+    progress.finish();
+    eprintln!(
+        "{} trials: {} already recorded, {} run now; outcomes: {}",
+        summary.total,
+        summary.resumed,
+        summary.ran,
+        summary
+            .outcomes
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    print_leaderboard(&args.out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the leaderboard of a run directory and writes it as `leaderboard.md` beside it.
+pub fn print_leaderboard(out: &Path) -> Result<()> {
+    let records = faultline_run::results::read_records(&out.join("results.jsonl"))?;
+    let table = faultline_report::leaderboard::table(&records);
+    println!("{}", table.to_terminal());
+    faultline_schema::io::write_atomic(
+        &out.join("leaderboard.md"),
+        format!(
+            "# Leaderboard\n\nScores in percent: repair and reproduction are pass rates, diagnosis is block \
+             coverage. Attempts are averaged within a case and cases weighted equally; the interval is a \
+             95% case bootstrap (10,000 resamples).\n\n{}",
+            table.to_markdown()
+        )
+        .as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// Progress on a terminal (a bar) or in logs (a line per trial).
+struct ConsoleProgress {
+    bar: Option<ProgressBar>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    total: usize,
+    done: usize,
+    running: usize,
+    failed: usize,
+    cost: f64,
+    cost_unknown: bool,
+    outcomes: BTreeMap<&'static str, usize>,
+    started: Option<Instant>,
+    finished_now: usize,
+}
+
+impl ConsoleProgress {
+    fn new() -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new(0);
+            b.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} trials, ETA {eta} {msg}")
+                    .expect("valid template"),
+            );
+            b
+        });
+        ConsoleProgress {
+            bar,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+impl Progress for ConsoleProgress {
+    fn event(&self, e: ProgressEvent) {
+        let mut s = self.state.lock().expect("not poisoned");
+        match e {
+            ProgressEvent::Preparing(case) => {
+                drop(s);
+                self.say(format!("preparing {case}"));
+            }
+            ProgressEvent::Planned {
+                total,
+                done,
+                pending,
+            } => {
+                s.total = total;
+                s.done = done;
+                s.started = Some(Instant::now());
+                if let Some(b) = &self.bar {
+                    b.set_length(total as u64);
+                    b.set_position(done as u64);
+                }
+                drop(s);
+                self.say(format!(
+                    "{total} trials: {done} already recorded, {pending} to run"
+                ));
+            }
+            ProgressEvent::Started(_) => s.running += 1,
+            ProgressEvent::Finished(r) => {
+                s.running = s.running.saturating_sub(1);
+                s.done += 1;
+                s.finished_now += 1;
+                if r.outcome == Outcome::InfraError {
+                    s.failed += 1;
+                }
+                match r.cost_usd {
+                    Some(c) => s.cost += c,
+                    None => s.cost_unknown = true,
+                }
+                *s.outcomes.entry(r.outcome.as_str()).or_insert(0) += 1;
+                let eta = s.started.map(|t| {
+                    let per = t.elapsed().as_secs_f64() / s.finished_now as f64;
+                    per * (s.total - s.done) as f64
+                });
+                let cost = if s.cost_unknown {
+                    format!("${:.2}+?", s.cost)
+                } else {
+                    format!("${:.2}", s.cost)
+                };
+                let counts: Vec<String> =
+                    s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                let status = format!(
+                    "running {}, infra errors {}, {cost}, {}",
+                    s.running,
+                    s.failed,
+                    counts.join(" ")
+                );
+                let line = format!(
+                    "[{}/{}] {} -> {} ({:.0}s); {status}; ETA {}",
+                    s.done,
+                    s.total,
+                    r.trial_id,
+                    r.outcome.as_str(),
+                    r.wall_secs,
+                    eta.map_or("?".into(), |e| format!("{:.0}s", e))
+                );
+                if let Some(b) = &self.bar {
+                    b.set_position(s.done as u64);
+                    b.set_message(status);
+                    b.println(format!("{} -> {}", r.trial_id, r.outcome.as_str()));
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The shard directories.
+    #[arg(required = true)]
+    shards: Vec<PathBuf>,
+    /// The merged run directory.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+    let dirs: Vec<&Path> = args.shards.iter().map(PathBuf::as_path).collect();
+    let n = faultline_run::merge::merge(&dirs, &args.out)?;
+    eprintln!("merged {n} trials into {}", args.out.display());
+    print_leaderboard(&args.out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct GradeArgs {
+    /// The run directory.
+    run: PathBuf,
+    /// Grade again even when a cached grade of the same submission exists.
+    #[arg(long)]
+    no_cache: bool,
+    /// Further seeds a repair must pass on seeded oracles.
+    #[arg(long, default_value_t = 5)]
+    robustness_seeds: u32,
+    /// Runs per version when grading reproducers.
+    #[arg(long, default_value_t = 3)]
+    reproduction_k: u32,
+}
+
+pub async fn grade(env: &Env, args: GradeArgs) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    let opts = GradeOptions {
+        robustness_seeds: args.robustness_seeds,
+        reproduction_k: args.reproduction_k,
+    };
+    let n = faultline_run::regrade::regrade(
+        &args.run,
+        &corpus,
+        &env.data,
+        &toolchain,
+        &opts,
+        !args.no_cache,
+    )
+    .await?;
+    eprintln!("re-graded {n} trials in {}", args.run.display());
+    print_leaderboard(&args.run)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// A SWE-bench predictions file (JSONL: instance_id, model_name_or_path, model_patch; optional
+    /// faultline fields condition and attempt).
+    predictions: PathBuf,
+    /// The run directory to create.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    faultline_sandbox::check_available().await?;
+    let toolchain = Toolchain::detect()?;
+    let n = faultline_run::regrade::import_predictions(
+        &args.predictions,
+        &args.out,
+        &corpus,
+        &env.data,
+        &toolchain,
+        &GradeOptions::default(),
+    )
+    .await?;
+    eprintln!(
+        "imported and graded {n} predictions into {}",
+        args.out.display()
+    );
+    print_leaderboard(&args.out)?;
+    Ok(ExitCode::SUCCESS)
+}
