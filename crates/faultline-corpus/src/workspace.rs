@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Bumped whenever the preparation procedure changes, so old workspaces are rebuilt.
-const PREPARE_VERSION: u32 = 2;
+const PREPARE_VERSION: u32 = 3;
 
 /// The crate inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
