@@ -691,13 +691,13 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
     Ok(())
 }
 
-/// Builds (or, when warm, checks) the crate and its tests inside the sandbox, offline.
+/// Builds the crate and its tests inside the sandbox, offline. A re-check of a warm workspace
+/// runs only the test build, which covers the library an agent's first `cargo test` needs.
 async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<()> {
     let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
-    let steps: &[&[&str]] = &[
-        &["cargo", "build", "--offline", "--locked"],
-        &["cargo", "test", "--no-run", "--offline", "--locked"],
-    ];
+    let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
+    let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
+    let steps: &[&[&str]] = if first { &[build, test] } else { &[test] };
     for step in steps {
         let out = sandbox
             .exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT))

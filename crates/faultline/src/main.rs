@@ -1,5 +1,6 @@
 //! The `faultline` command: argument parsing and wiring over the library crates.
 
+mod bench;
 mod cases;
 mod run;
 mod tools;
@@ -52,6 +53,11 @@ enum Command {
     Shell(tools::ShellArgs),
     /// Convert a trajectory to mini-swe-agent's traj.json or Harbor's ATIF.
     Export(tools::ExportArgs),
+    /// Measure the harness's own costs against baselines measured in the same run.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
     /// Write the JSON Schemas of every on-disk format.
     Schema {
         /// Output directory.
@@ -121,6 +127,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(args) => runtime.block_on(run::import(&ctx, args)),
         Command::Shell(args) => runtime.block_on(tools::shell(&ctx, args)),
         Command::Export(args) => tools::export(args),
+        Command::Bench { command } => runtime.block_on(bench::run(&ctx, command)),
         Command::Schema { out, check } => schema(&out, check),
     }
 }

@@ -1,0 +1,203 @@
+//! `faultline bench`: measurements of the harness's own cost against a baseline measured in the
+//! same run (this machine is noisy, so ratios mean more than absolute times).
+
+use crate::Env;
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use faultline_corpus::{Case, PrepareOptions, prepare};
+use faultline_grade::workbench::{BuildTarget, IN_CRATE_MODULE, Workbench};
+use faultline_grade::{GradeContext, GradeOptions, grade_repair};
+use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
+use faultline_schema::OracleKind;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Preparing a prepared case again, against a plain warm `cargo build --offline`.
+    Prepare {
+        /// The case id.
+        case: String,
+        /// Repetitions.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// One oracle run through the harness, against the test binary's own run time.
+    Oracle {
+        /// The case id.
+        case: String,
+        /// Repetitions.
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+    },
+    /// Grading the gold repair with a warm cache, against a plain incremental `cargo test` of the
+    /// same crate and oracle.
+    Grade {
+        /// The case id.
+        case: String,
+        /// Repetitions.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(what: &str, harness: Vec<f64>, baseline_name: &str, baseline: Vec<f64>) {
+    let (h, b) = (median(harness), median(baseline));
+    println!(
+        "{what}: harness median {h:.3}s, {baseline_name} median {b:.3}s, ratio {:.2}x",
+        h / b
+    );
+}
+
+pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let toolchain = Toolchain::detect()?;
+    let get = |id: &str| -> Result<Case> {
+        corpus
+            .get(id)
+            .cloned()
+            .with_context(|| format!("no case `{id}`"))
+    };
+    match cmd {
+        BenchCommand::Prepare { case, runs } => {
+            let case = get(&case)?;
+            let opts = PrepareOptions::default();
+            let prepared = prepare(&case, &env.data, &toolchain, &opts).await?;
+            let agent = &prepared.stamp.agent;
+            let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &agent.workspace, None))?;
+            let (mut again, mut plain) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                let t = Instant::now();
+                let p = prepare(&case, &env.data, &toolchain, &opts).await?;
+                if !p.reused {
+                    bail!("the workspace was rebuilt; run the bench again once it is prepared");
+                }
+                again.push(t.elapsed().as_secs_f64());
+                let t = Instant::now();
+                let out = sandbox
+                    .exec(&ExecRequest::argv(
+                        ["cargo", "build", "--offline", "--locked"],
+                        Duration::from_secs(600),
+                    ))
+                    .await?;
+                if !out.success() {
+                    bail!("cargo build failed: {}", out.stderr.text);
+                }
+                plain.push(t.elapsed().as_secs_f64());
+            }
+            report("prepare again", again, "warm cargo build --offline", plain);
+        }
+        BenchCommand::Oracle { case, runs } => {
+            let case = get(&case)?;
+            let prepared =
+                prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
+            let bench = Workbench::new(&case, &prepared, &env.data, &toolchain)?;
+            bench.inject_oracle(&case)?;
+            let target = match case.manifest.oracle.kind {
+                OracleKind::External => BuildTarget::Oracle,
+                OracleKind::InCrate => BuildTarget::Lib,
+            };
+            let bins = bench
+                .build(std::slice::from_ref(&target))
+                .await?
+                .map_err(|f| anyhow::anyhow!("build failed: {}", f.stderr))?;
+            let lib = case.manifest.source.crate_name().replace('-', "_");
+            let bin = bins
+                .iter()
+                .find(|b| target == BuildTarget::Oracle || b.target == lib)
+                .context("no oracle test binary")?
+                .clone();
+            let filter = (case.manifest.oracle.kind == OracleKind::InCrate)
+                .then(|| format!("{IN_CRATE_MODULE}::"));
+            let timeout = Duration::from_secs(case.manifest.oracle.timeout_secs);
+            let (mut harness, mut own) = (Vec::new(), Vec::new());
+            for i in 0..runs {
+                let t = Instant::now();
+                bench
+                    .run(&bin, filter.as_deref(), &[], i as u64 + 1, timeout)
+                    .await?;
+                harness.push(t.elapsed().as_secs_f64());
+                // The test binary's own run time, measured inside the sandbox around it.
+                let script = format!(
+                    "s=$(date +%s%N); FAULTLINE_SEED={} {} {} >/dev/null 2>&1; e=$(date +%s%N); echo $((e - s))",
+                    i + 1,
+                    bin.path,
+                    filter.as_deref().unwrap_or("")
+                );
+                let out = bench
+                    .sandbox()
+                    .exec(&ExecRequest::bash(script, timeout).workdir(bin.cwd.clone()))
+                    .await?;
+                let nanos: f64 = out
+                    .stdout
+                    .text
+                    .trim()
+                    .parse()
+                    .context("timing the test binary")?;
+                own.push(nanos / 1e9);
+            }
+            report("oracle run", harness, "test binary's own run", own);
+        }
+        BenchCommand::Grade { case, runs } => {
+            let case = get(&case)?;
+            let prepared =
+                prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
+            let gold = faultline_corpus::gold::diff_trees(
+                &prepared.sources.buggy,
+                &prepared.sources.fixed,
+            )?;
+            let ctx = GradeContext {
+                case: &case,
+                prepared: &prepared,
+                data: &env.data,
+                toolchain: &toolchain,
+            };
+            let opts = GradeOptions::default();
+            let (mut graded, mut plain) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                let t = Instant::now();
+                let g = grade_repair(&ctx, "bench", &gold.unified(), &opts).await?;
+                graded.push(t.elapsed().as_secs_f64());
+                if !g.outcome.is_success() {
+                    bail!("the gold patch did not pass: {}", g.reason);
+                }
+                // The same work by hand in a warm copy: patch, then an incremental `cargo test` of
+                // the crate and of the oracle.
+                let bench = Workbench::new(&case, &prepared, &env.data, &toolchain)?;
+                bench
+                    .apply_patch(&gold.unified())
+                    .map_err(anyhow::Error::msg)?;
+                bench.inject_oracle(&case)?;
+                let t = Instant::now();
+                bench
+                    .sandbox()
+                    .exec(&ExecRequest::argv(
+                        ["cargo", "test", "--offline", "--locked", "--lib"],
+                        Duration::from_secs(1800),
+                    ))
+                    .await?;
+                if case.manifest.oracle.kind == OracleKind::External {
+                    bench
+                        .sandbox()
+                        .exec(
+                            &ExecRequest::argv(
+                                ["cargo", "test", "--offline", "--locked"],
+                                Duration::from_secs(1800),
+                            )
+                            .workdir("/oracle")
+                            .env("CARGO_TARGET_DIR", "/workspace/target"),
+                        )
+                        .await?;
+                }
+                plain.push(t.elapsed().as_secs_f64());
+            }
+            report("grade a repair", graded, "incremental cargo test", plain);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
