@@ -5,7 +5,6 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use faultline_corpus::{Case, Selection};
 use faultline_grade::{ValidateOptions, validate_case};
-use faultline_report::Table;
 use faultline_sandbox::Toolchain;
 use faultline_schema::Category;
 use faultline_schema::validation::{VALIDATION_SCHEMA_VERSION, ValidationReport};
@@ -22,6 +21,12 @@ pub enum CasesCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print a Markdown table.
+        #[arg(long)]
+        markdown: bool,
+        /// Rewrite the table in `<corpus>/README.md` (between its markers).
+        #[arg(long)]
+        write_readme: bool,
     },
     /// Show one case: its metadata, symptom and bundle (curators only: it shows the labels).
     Show {
@@ -90,7 +95,12 @@ pub struct PrepareArgs {
 
 pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
     match cmd {
-        CasesCommand::List { filter, json } => list(env, filter, json),
+        CasesCommand::List {
+            filter,
+            json,
+            markdown,
+            write_readme,
+        } => list(env, filter, json, markdown, write_readme),
         CasesCommand::Show { case } => show(env, &case),
         CasesCommand::Validate(args) => validate(env, args).await,
         CasesCommand::Lock { cases } => lock(env, &cases).await,
@@ -106,41 +116,39 @@ pub fn selection(patterns: Vec<String>, f: Filter) -> Selection {
     }
 }
 
-fn list(env: &Env, filter: Filter, json: bool) -> Result<ExitCode> {
+fn list(
+    env: &Env,
+    filter: Filter,
+    json: bool,
+    markdown: bool,
+    write_readme: bool,
+) -> Result<ExitCode> {
     let corpus = env.corpus()?;
     let cases = corpus
         .select(&selection(vec![], filter))
         .map_err(anyhow::Error::msg)?;
-    if json {
-        let rows: Vec<_> = cases.iter().map(|c| &c.manifest).collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+    let manifests: Vec<_> = cases.iter().map(|c| &c.manifest).collect();
+    if write_readme {
+        let path = corpus.root.join("README.md");
+        let text = std::fs::read_to_string(&path)?;
+        let Some(new) = faultline_report::corpus::with_table(&text, &manifests) else {
+            bail!("{} lacks the generated-table markers", path.display());
+        };
+        faultline_schema::io::write_atomic(&path, new.as_bytes())?;
+        eprintln!("wrote {} ({} cases)", path.display(), manifests.len());
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new([
-        "case", "system", "crate", "versions", "category", "tier", "oracle", "summary",
-    ]);
-    for c in &cases {
-        let m = &c.manifest;
-        let versions = match &m.source {
-            faultline_schema::Source::Registry(r) => format!("{} -> {}", r.buggy, r.fixed),
-            faultline_schema::Source::Path(_) => "path".into(),
-            faultline_schema::Source::Git(g) => {
-                format!("{}..{}", &g.buggy_commit[..8], &g.fixed_commit[..8])
-            }
-        };
-        t.push([
-            m.id.clone(),
-            m.system.clone(),
-            m.source.crate_name().to_string(),
-            versions,
-            m.category.to_string(),
-            m.tier.to_string(),
-            format!("{:?}", m.oracle.kind).to_lowercase(),
-            m.summary.clone(),
-        ]);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&manifests)?);
+        return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", t.to_terminal());
-    println!("{} cases", cases.len());
+    let t = faultline_report::corpus::table(&manifests);
+    if markdown {
+        print!("{}", t.to_markdown());
+    } else {
+        println!("{}", t.to_terminal());
+        println!("{} cases", cases.len());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
