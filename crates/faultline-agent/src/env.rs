@@ -71,7 +71,7 @@ impl TrialEnv {
         toolchain: &Toolchain,
     ) -> Result<TrialEnv> {
         let dir = tempfile::Builder::new()
-            .prefix(&format!("trial-{}-", case.id()))
+            .prefix("trial-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
         let agent = &prepared.stamp.agent;

@@ -530,3 +530,15 @@ async fn an_external_agent_gets_the_task_and_submits() {
     assert_eq!(r.trajectory.exit_status, ExitStatus::WallTimeLimit);
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+#[tokio::test]
+async fn nothing_in_the_sandbox_names_the_case() {
+    let script = vec![
+        tool("cat /proc/self/mountinfo; env; ls -la / /workspace /vendor | head -100", 1, 1),
+        tool("echo FAULTLINE_SUBMIT", 1, 1),
+    ];
+    let (result, _server) = run(script, Protocol::OpenAiChat, true, Track::Repair, Limits::default(), None).await;
+    let seen = &result.trajectory.steps[0].action.as_ref().unwrap().output;
+    assert!(seen.contains("/workspace"), "{seen}");
+    assert!(!seen.contains("toy-agent"), "the case id leaks into the sandbox:\n{seen}");
+}

@@ -102,9 +102,36 @@ impl DataDir {
         SourceStore::new(self.root.join("store"))
     }
 
-    /// The directory of a case's prepared workspace.
-    pub fn workspace_dir(&self, case_id: &str) -> PathBuf {
-        self.root.join("workspaces").join(case_id)
+    /// The directory of a case's prepared workspace. Its name is an opaque digest of the case id
+    /// and a per-installation salt: host paths of mounts are visible inside a sandbox (in
+    /// `/proc/self/mountinfo`), and a case id describes the bug.
+    pub fn workspace_dir(&self, case_id: &str) -> Result<PathBuf> {
+        let salt = self.salt()?;
+        let digest = Sha256::digest(format!("{salt}:{case_id}").as_bytes());
+        Ok(self.root.join("workspaces").join(&hex::encode(digest)[..16]))
+    }
+
+    /// A random value created once per data directory.
+    fn salt(&self) -> Result<String> {
+        let path = self.root.join("salt");
+        if let Ok(s) = fs::read_to_string(&path) {
+            return Ok(s.trim().to_string());
+        }
+        let mut bytes = [0u8; 16];
+        use std::io::Read;
+        fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .context("reading /dev/urandom")?;
+        let salt = hex::encode(bytes);
+        fs::create_dir_all(&self.root)?;
+        // Two processes may race here; the first rename wins and both then read the same salt.
+        let tmp = self.root.join(format!("salt.{}", std::process::id()));
+        fs::write(&tmp, &salt)?;
+        if fs::hard_link(&tmp, &path).is_err() && !path.exists() {
+            fs::rename(&tmp, &path)?;
+        }
+        let _ = fs::remove_file(&tmp);
+        Ok(fs::read_to_string(&path)?.trim().to_string())
     }
 
     /// Scratch space on the same file system (for copies that are renamed into place).
@@ -270,7 +297,7 @@ pub async fn prepare(
     opts: &PrepareOptions,
 ) -> Result<PreparedCase> {
     let started = Instant::now();
-    let root = data.workspace_dir(case.id());
+    let root = data.workspace_dir(case.id())?;
     fs::create_dir_all(root.parent().expect("has parent"))?;
     let lock_file = fs::OpenOptions::new()
         .create(true)

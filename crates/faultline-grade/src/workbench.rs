@@ -111,7 +111,7 @@ impl Workbench {
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
         let dir = tempfile::Builder::new()
-            .prefix(&format!("bench-{}-", case.id()))
+            .prefix("bench-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
         copy_preserving(&template.workspace, &workspace)?;
