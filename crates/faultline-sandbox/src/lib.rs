@@ -5,18 +5,34 @@
 //! signalled, a private `/tmp`), only the mounts the caller lists, a cleared environment, a
 //! wall-clock timeout that kills the whole process tree, and output capped head-and-tail.
 //!
+//! bubblewrap itself bounds nothing, so the sandbox adds [`Limits`]: a process limit (a pids
+//! cgroup, which stops a fork bomb), size caps on every writable tmpfs, and no nested user
+//! namespaces (which would let a command mount an uncapped tmpfs of its own). What is in force
+//! on this machine is in [`Sandbox::protections`], for the run's records; a mechanism the host
+//! lacks is reported there rather than failing the run.
+//!
+//! A trial that runs many commands can keep one sandbox alive instead
+//! ([`Sandbox::start_session`]): a small supervisor runs as PID 1 inside it and starts each
+//! command with the same semantics at about the cost of a plain process spawn.
+//!
 //! The Rust toolchain is mounted read-only at [`TOOLCHAIN_GUEST`], so paths inside the sandbox
 //! are the same on every machine and cargo's build cache stays valid from one sandbox to the
 //! next.
 
 mod capture;
+mod cgroup;
+mod session;
+pub mod supervisor;
+mod wire;
 
 pub use capture::{CappedBuffer, CapturedText};
+pub use session::{SUPERVISOR_BIN, Session, supervisor_path};
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -61,6 +77,16 @@ pub enum SandboxError {
     /// Spawning or waiting on the sandbox failed.
     #[error("sandbox process error: {0}")]
     Io(#[from] std::io::Error),
+    /// A session's supervisor could not start, died, or stopped answering; the session is over
+    /// and a new one can be started.
+    #[error("sandbox session lost: {0}")]
+    SessionLost(String),
+    /// The session supervisor binary is not where it is looked for (see [`supervisor_path`]).
+    #[error(
+        "the session supervisor `{SUPERVISOR_BIN}` was not found: {0}\n\
+         build it with `cargo build -p faultline-sandbox --bin {SUPERVISOR_BIN}`, or set FAULTLINE_SUPERVISOR"
+    )]
+    NoSupervisor(String),
 }
 
 /// A host directory or file made visible inside the sandbox.
@@ -124,6 +150,39 @@ impl Toolchain {
     }
 }
 
+/// Resource limits of a sandbox; [`Limits::default`] suits agents and builds alike.
+///
+/// Each is enforced by the kernel, not by watching: a fork past the process limit fails with
+/// `EAGAIN`, a write past a tmpfs cap with `ENOSPC`, both visible to the command like on any full
+/// machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Most tasks (processes and threads) alive at once in the sandbox, bubblewrap's own two
+    /// included; `None` for no limit. Enforced with a pids cgroup where the host has one
+    /// (see [`Protections::process_limit`]).
+    pub max_processes: Option<u32>,
+    /// Size cap of the private `/tmp`, in bytes; `None` leaves tmpfs's default (half the RAM).
+    pub tmp_bytes: Option<u64>,
+    /// Size cap of each directory in [`SandboxSpec::tmpfs`], in bytes.
+    pub tmpfs_bytes: Option<u64>,
+    /// Size cap of `/dev/shm`, in bytes.
+    pub shm_bytes: Option<u64>,
+}
+
+impl Default for Limits {
+    /// 1024 tasks is ten times what a two-job `cargo test` of a Tokio-based crate uses and still
+    /// small enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
+    /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code.
+    fn default() -> Self {
+        Limits {
+            max_processes: Some(1024),
+            tmp_bytes: Some(1 << 30),
+            tmpfs_bytes: Some(1 << 30),
+            shm_bytes: Some(64 << 20),
+        }
+    }
+}
+
 /// How a sandbox is laid out; cheap to clone and reused for every command of a trial.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -139,10 +198,13 @@ pub struct SandboxSpec {
     pub workdir: String,
     /// The toolchain to mount at [`TOOLCHAIN_GUEST`], if any.
     pub toolchain: Option<Toolchain>,
+    /// Resource limits.
+    pub limits: Limits,
 }
 
 impl SandboxSpec {
-    /// A spec with the toolchain mounted, no network, and a plain environment for `workdir`.
+    /// A spec with the toolchain mounted, no network, default limits, and a plain environment
+    /// for `workdir`.
     pub fn new(toolchain: Option<Toolchain>, workdir: impl Into<String>) -> Self {
         let mut env = BTreeMap::new();
         env.insert("PATH".into(), GUEST_PATH.into());
@@ -158,6 +220,7 @@ impl SandboxSpec {
             env,
             workdir: workdir.into(),
             toolchain,
+            limits: Limits::default(),
         }
     }
 
@@ -170,6 +233,12 @@ impl SandboxSpec {
     /// Sets an environment variable.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// Replaces the resource limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 }
@@ -228,7 +297,8 @@ impl ExecRequest {
 /// What a sandboxed command did.
 #[derive(Debug, Clone)]
 pub struct ExecOutput {
-    /// The exit code, when the command exited normally.
+    /// The exit code, when the command exited normally. A command killed by a signal (other
+    /// than at the timeout) reports 128 + the signal, as bubblewrap and shells do.
     pub exit_code: Option<i32>,
     /// The signal that ended the command, when one did.
     pub signal: Option<i32>,
@@ -240,6 +310,9 @@ pub struct ExecOutput {
     pub stderr: CapturedText,
     /// Wall-clock time from spawn to exit.
     pub duration: Duration,
+    /// Whether the process limit refused a fork during the command (a fork bomb, or a limit
+    /// set too low for the job).
+    pub process_limit_hit: bool,
 }
 
 impl ExecOutput {
@@ -249,16 +322,143 @@ impl ExecOutput {
     }
 }
 
+/// Whether one protection is in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Protection {
+    /// In force; the text says how.
+    Active(String),
+    /// Turned off by the spec.
+    Off,
+    /// Asked for but not possible on this machine; the text says why.
+    Unavailable(String),
+}
+
+impl Protection {
+    /// Whether it is in force.
+    pub fn is_active(&self) -> bool {
+        matches!(self, Protection::Active(_))
+    }
+}
+
+impl fmt::Display for Protection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Protection::Active(how) => write!(f, "active ({how})"),
+            Protection::Off => write!(f, "off"),
+            Protection::Unavailable(why) => write!(f, "unavailable ({why})"),
+        }
+    }
+}
+
+/// The protections a sandbox's commands run under, so a run can record what held.
+///
+/// Always in force, and so not listed: fresh user, PID, mount, IPC, UTS and cgroup namespaces;
+/// no capabilities; a cleared environment; only the listed mounts, with `/`, `/usr` and `/dev`
+/// read-only; the wall-clock timeout that kills the whole tree; and the per-request output cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protections {
+    /// No network: a namespace of its own with only loopback (not the host's).
+    pub network_isolation: Protection,
+    /// The process limit ([`Limits::max_processes`]).
+    pub process_limit: Protection,
+    /// Size caps on `/tmp`, `/dev/shm` and [`SandboxSpec::tmpfs`] ([`Limits`]).
+    pub tmpfs_caps: Protection,
+    /// No user namespaces inside, so no command can gain capabilities in a namespace of its
+    /// own (and mount, for instance, an uncapped tmpfs there).
+    pub no_nested_userns: Protection,
+    /// Sandboxed processes are the out-of-memory killer's first choice. Memory itself is not
+    /// limited: that needs a memory cgroup, which the harness's host may reserve for itself.
+    pub oom_first: Protection,
+}
+
+impl Protections {
+    /// Each protection with a short name, in a fixed order.
+    pub fn list(&self) -> [(&'static str, &Protection); 5] {
+        [
+            ("network isolation", &self.network_isolation),
+            ("process limit", &self.process_limit),
+            ("tmpfs caps", &self.tmpfs_caps),
+            ("no nested user namespaces", &self.no_nested_userns),
+            ("OOM killer prefers the sandbox", &self.oom_first),
+        ]
+    }
+}
+
+impl fmt::Display for Protections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, p) in self.list() {
+            writeln!(f, "{name}: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the installed bubblewrap and kernel support beyond the basics, found once per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Features {
+    /// `--disable-userns` (bubblewrap 0.8, and a kernel with per-namespace user limits).
+    disable_userns: bool,
+    /// `--size` before `--tmpfs` (bubblewrap 0.8).
+    tmpfs_size: bool,
+}
+
+/// Probes the features by running bubblewrap; `None` when bubblewrap cannot run at all, in
+/// which case every feature is used and the first command reports the real problem.
+fn features() -> Option<Features> {
+    static FEATURES: OnceLock<Option<Features>> = OnceLock::new();
+    *FEATURES.get_or_init(|| {
+        let runs = |extra: &[&str]| {
+            let mut args = vec!["--unshare-all", "--unshare-user"];
+            args.extend_from_slice(extra);
+            args.extend([
+                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
+                "usr/lib", "/lib",
+            ]);
+            if Path::new("/usr/lib64").exists() {
+                args.extend(["--symlink", "usr/lib64", "/lib64"]);
+            }
+            args.extend(["--", "/usr/bin/true"]);
+            std::process::Command::new("bwrap")
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let disable = ["--disable-userns"];
+        let size = ["--size", "1048576", "--tmpfs", "/tmp"];
+        if runs(&[&disable[..], &size[..]].concat()) {
+            return Some(Features {
+                disable_userns: true,
+                tmpfs_size: true,
+            });
+        }
+        if !runs(&[]) {
+            return None;
+        }
+        Some(Features {
+            disable_userns: runs(&disable),
+            tmpfs_size: runs(&size),
+        })
+    })
+}
+
 /// A sandbox layout bound to generated files (its `/etc/passwd`, `/etc/group`), ready to run
 /// commands. Each [`Sandbox::exec`] gets fresh namespaces.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     spec: SandboxSpec,
     etc: Arc<tempfile::TempDir>,
+    features: Option<Features>,
+    protections: Protections,
 }
 
 impl Sandbox {
     /// Prepares a sandbox from a spec; checks that every mount exists on the host.
+    ///
+    /// The first call in a process also probes what bubblewrap and the host support (a few
+    /// milliseconds), which [`Sandbox::protections`] then reports.
     pub fn new(spec: SandboxSpec) -> Result<Self, SandboxError> {
         for m in &spec.mounts {
             if !m.host.exists() {
@@ -281,9 +481,13 @@ impl Sandbox {
             etc.path().join("hosts"),
             "127.0.0.1 localhost sandbox\n::1 localhost\n",
         )?;
+        let features = features();
+        let protections = protections(&spec, features);
         Ok(Sandbox {
             spec,
             etc: Arc::new(etc),
+            features,
+            protections,
         })
     }
 
@@ -292,12 +496,32 @@ impl Sandbox {
         &self.spec
     }
 
+    /// The protections its commands run under on this machine.
+    pub fn protections(&self) -> &Protections {
+        &self.protections
+    }
+
     /// The bubblewrap argument list that runs `req` (everything after `bwrap`).
     pub fn bwrap_args(&self, req: &ExecRequest) -> Vec<String> {
-        let mut a: Vec<String> = Vec::with_capacity(96);
+        let mut a = self.layout_args(None);
+        self.command_args(&mut a, &req.env, req.workdir.as_deref(), &req.argv);
+        a
+    }
+
+    /// Namespaces, limits and mounts. With `supervisor` (a host path), the binary is mounted at
+    /// [`session::SUPERVISOR_GUEST`] and the command runs as PID 1 instead of under bubblewrap's
+    /// own init.
+    fn layout_args(&self, supervisor: Option<&Path>) -> Vec<String> {
+        let features = self.features.unwrap_or(Features {
+            disable_userns: true,
+            tmpfs_size: true,
+        });
+        let limits = &self.spec.limits;
+        let mut a: Vec<String> = Vec::with_capacity(112);
         let mut push = |parts: &[&str]| a.extend(parts.iter().map(|s| s.to_string()));
         push(&[
             "--unshare-all",
+            "--unshare-user",
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
@@ -310,31 +534,37 @@ impl Sandbox {
             "--hostname",
             "sandbox",
         ]);
+        if features.disable_userns {
+            push(&["--disable-userns"]);
+        }
+        if supervisor.is_some() {
+            push(&["--as-pid-1"]);
+        }
         if self.spec.network {
             push(&["--share-net"]);
         }
-        push(&[
-            "--ro-bind",
-            "/usr",
-            "/usr",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-            "--dir",
-            "/tmp/home",
-        ]);
+        let tmpfs = |a: &mut Vec<String>, size: Option<u64>, dir: &str| {
+            if let (Some(bytes), true) = (size, features.tmpfs_size) {
+                a.extend(["--size".to_string(), bytes.to_string()]);
+            }
+            a.extend(["--tmpfs".to_string(), dir.to_string()]);
+        };
+        a.extend(
+            [
+                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
+                "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib", "--proc", "/proc", "--dev",
+                "/dev",
+            ]
+            .map(String::from),
+        );
+        // bubblewrap's /dev is an uncapped tmpfs; give /dev/shm a capped one of its own and
+        // freeze the rest (device nodes stay usable: a read-only mount only stops writes to
+        // files and directories).
+        tmpfs(&mut a, limits.shm_bytes, "/dev/shm");
+        a.extend(["--remount-ro", "/dev"].map(String::from));
+        tmpfs(&mut a, limits.tmp_bytes, "/tmp");
+        a.extend(["--dir", "/tmp/home"].map(String::from));
+        let mut push = |parts: &[&str]| a.extend(parts.iter().map(|s| s.to_string()));
         if Path::new("/usr/lib64").exists() {
             push(&["--symlink", "usr/lib64", "/lib64"]);
         }
@@ -350,25 +580,56 @@ impl Sandbox {
             let host = tc.sysroot.to_string_lossy().into_owned();
             push(&["--ro-bind", &host, TOOLCHAIN_GUEST]);
         }
+        if let Some(bin) = supervisor {
+            push(&[
+                "--ro-bind",
+                &bin.to_string_lossy(),
+                session::SUPERVISOR_GUEST,
+            ]);
+        }
         for t in &self.spec.tmpfs {
-            push(&["--tmpfs", t]);
+            tmpfs(&mut a, limits.tmpfs_bytes, t);
         }
         for m in &self.spec.mounts {
             let host = m.host.to_string_lossy().into_owned();
             let flag = if m.writable { "--bind" } else { "--ro-bind" };
-            push(&[flag, &host, &m.guest]);
+            a.extend([flag.to_string(), host, m.guest.clone()]);
         }
         // The root itself is a private tmpfs; freeze it so only the listed mounts are writable.
-        push(&["--remount-ro", "/"]);
-        let mut env = self.spec.env.clone();
-        env.extend(req.env.clone());
-        for (k, v) in &env {
-            push(&["--setenv", k, v]);
-        }
-        let workdir = req.workdir.as_deref().unwrap_or(&self.spec.workdir);
-        push(&["--chdir", workdir, "--"]);
-        a.extend(req.argv.iter().cloned());
+        a.extend(["--remount-ro", "/"].map(String::from));
         a
+    }
+
+    /// The environment, working directory and command line.
+    fn command_args(
+        &self,
+        a: &mut Vec<String>,
+        env: &BTreeMap<String, String>,
+        workdir: Option<&str>,
+        argv: &[String],
+    ) {
+        let mut all = self.spec.env.clone();
+        all.extend(env.clone());
+        for (k, v) in all {
+            a.extend(["--setenv".to_string(), k, v]);
+        }
+        let workdir = workdir.unwrap_or(&self.spec.workdir);
+        a.extend(["--chdir".to_string(), workdir.to_string(), "--".to_string()]);
+        a.extend(argv.iter().cloned());
+    }
+
+    /// A fresh pids cgroup for one sandbox, when the process limit is in force.
+    ///
+    /// A limit reported active is applied to every command or the command does not run, so a
+    /// failure here is an error, not a quiet downgrade.
+    fn process_cgroup(&self) -> Result<Option<cgroup::PidsCgroup>, SandboxError> {
+        if !self.protections.process_limit.is_active() {
+            return Ok(None);
+        }
+        let (Some(max), Ok(root)) = (self.spec.limits.max_processes, cgroup::root()) else {
+            return Ok(None);
+        };
+        Ok(Some(cgroup::PidsCgroup::create(root, max)?))
     }
 
     /// Runs a command to completion or timeout, capturing capped output.
@@ -379,14 +640,9 @@ impl Sandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        let cgroup = self.process_cgroup()?;
         let start = Instant::now();
-        let mut child = cmd.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                SandboxError::Unavailable("the `bwrap` program was not found".into())
-            } else {
-                SandboxError::Io(e)
-            }
-        })?;
+        let mut child = spawn_bwrap(&mut cmd, cgroup.as_ref())?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let cap = req.output_cap;
@@ -395,8 +651,12 @@ impl Sandbox {
         let (status, timed_out) = match tokio::time::timeout(req.timeout, child.wait()).await {
             Ok(status) => (status?, false),
             Err(_) => {
-                // Killing bwrap takes its PID namespace, and so every process inside, with it.
+                // Killing bwrap takes its PID namespace, and so every process inside, with it;
+                // the cgroup, when there is one, is emptied too in case anything got out.
                 child.start_kill()?;
+                if let Some(cg) = &cgroup {
+                    cg.kill_all();
+                }
                 (child.wait().await?, true)
             }
         };
@@ -406,6 +666,7 @@ impl Sandbox {
         };
         let stdout = join(out_task.await)?.finish(cap);
         let stderr = join(err_task.await)?.finish(cap);
+        let process_limit_hit = cgroup.as_ref().is_some_and(|c| c.limit_hits() > 0);
         use std::os::unix::process::ExitStatusExt;
         Ok(ExecOutput {
             exit_code: status.code(),
@@ -414,6 +675,7 @@ impl Sandbox {
             stdout,
             stderr,
             duration,
+            process_limit_hit,
         })
     }
 
@@ -424,9 +686,97 @@ impl Sandbox {
         let mut args = self.bwrap_args(&req);
         // An interactive shell needs the caller's session for job control.
         args.retain(|a| a != "--new-session");
-        let status = std::process::Command::new("bwrap").args(args).status()?;
-        Ok(status.code().unwrap_or(128))
+        let mut cmd = std::process::Command::new("bwrap");
+        cmd.args(args);
+        let cgroup = self.process_cgroup()?;
+        let mut child = match &cgroup {
+            Some(cg) => cg.spawn_inside(|| cmd.spawn())??,
+            None => cmd.spawn()?,
+        };
+        Ok(child.wait()?.code().unwrap_or(128))
     }
+}
+
+/// Spawns bubblewrap, inside `cgroup` when there is one.
+fn spawn_bwrap(
+    cmd: &mut Command,
+    cgroup: Option<&cgroup::PidsCgroup>,
+) -> Result<tokio::process::Child, SandboxError> {
+    let spawned = match cgroup {
+        Some(cg) => cg.spawn_inside(|| cmd.spawn())?,
+        None => cmd.spawn(),
+    };
+    spawned.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            SandboxError::Unavailable("the `bwrap` program was not found".into())
+        } else {
+            SandboxError::Io(e)
+        }
+    })
+}
+
+/// What a sandbox built from `spec` gets on this machine.
+fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
+    let limits = &spec.limits;
+    let no_bwrap = || Protection::Unavailable("bubblewrap does not run here".into());
+    let network_isolation = if spec.network {
+        Protection::Off
+    } else {
+        Protection::Active("own network namespace with only loopback".into())
+    };
+    let process_limit = match (limits.max_processes, cgroup::root()) {
+        (None, _) => Protection::Off,
+        (Some(n), Ok(_)) => Protection::Active(format!("pids cgroup v1, at most {n} tasks")),
+        (Some(_), Err(why)) => Protection::Unavailable(why.into()),
+    };
+    let sizes = [
+        ("/tmp", limits.tmp_bytes),
+        ("/dev/shm", limits.shm_bytes),
+        ("each scratch tmpfs", limits.tmpfs_bytes),
+    ];
+    let tmpfs_caps = match features {
+        _ if sizes.iter().all(|(_, s)| s.is_none()) => Protection::Off,
+        None => no_bwrap(),
+        Some(f) if !f.tmpfs_size => {
+            Protection::Unavailable("this bubblewrap has no --size (0.8 or later needed)".into())
+        }
+        Some(_) => Protection::Active(
+            sizes
+                .iter()
+                .map(|(what, s)| match s {
+                    Some(b) => format!("{what} {}", human_bytes(*b)),
+                    None => format!("{what} uncapped"),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    };
+    let no_nested_userns = match features {
+        None => no_bwrap(),
+        Some(f) if f.disable_userns => Protection::Active("bwrap --disable-userns".into()),
+        Some(_) => Protection::Unavailable(
+            "this bubblewrap or kernel cannot disable user namespaces".into(),
+        ),
+    };
+    Protections {
+        network_isolation,
+        process_limit,
+        tmpfs_caps,
+        no_nested_userns,
+        oom_first: Protection::Unavailable(
+            "sessions only: a one-shot exec runs no process of ours inside to set it".into(),
+        ),
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (size, unit) in UNITS {
+        if b >= size && b % size == 0 {
+            return format!("{} {unit}", b / size);
+        }
+    }
+    format!("{b} bytes")
 }
 
 async fn drain<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> std::io::Result<CappedBuffer> {
@@ -453,5 +803,50 @@ pub async fn check_available() -> Result<(), SandboxError> {
         Err(SandboxError::Unavailable(
             out.stderr.text.trim().to_string(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(human_bytes(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn every_tmpfs_gets_its_cap_before_it() {
+        let mut spec = SandboxSpec::new(None, "/w");
+        spec.tmpfs.push("/cargo".into());
+        spec.limits.tmpfs_bytes = Some(4096);
+        let sb = Sandbox::new(spec).unwrap();
+        let args = sb.bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)));
+        if sb.features.is_some_and(|f| !f.tmpfs_size) {
+            return;
+        }
+        for dir in ["/tmp", "/dev/shm", "/cargo"] {
+            let i = args
+                .windows(2)
+                .position(|w| w[0] == "--tmpfs" && w[1] == dir)
+                .unwrap_or_else(|| panic!("no tmpfs at {dir}: {args:?}"));
+            assert_eq!(args[i - 2], "--size", "{dir}: {args:?}");
+        }
+        let cargo = args.iter().position(|a| a == "/cargo").unwrap();
+        assert_eq!(args[cargo - 2], "4096");
+    }
+
+    #[test]
+    fn dev_is_frozen_after_its_shm_is_mounted() {
+        let sb = Sandbox::new(SandboxSpec::new(None, "/w")).unwrap();
+        let args = sb.bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)));
+        let shm = args.iter().position(|a| a == "/dev/shm").unwrap();
+        let freeze = args
+            .windows(2)
+            .position(|w| w[0] == "--remount-ro" && w[1] == "/dev")
+            .unwrap();
+        assert!(shm < freeze);
     }
 }

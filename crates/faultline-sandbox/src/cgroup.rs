@@ -1,0 +1,250 @@
+//! A process limit per sandbox, through a cgroup of the `pids` controller (cgroup v1).
+//!
+//! bubblewrap sets no resource limits, and `RLIMIT_NPROC` cannot stand in: the kernel does not
+//! apply it to processes whose real uid is root, which is what the sandbox's uid 1000 is on the
+//! host when the harness runs as root, and for any other uid it counts every process of that user
+//! on the host (the harness and every other sandbox), so it cannot bound one sandbox.
+//!
+//! The delicate part is getting bubblewrap into the cgroup before it can fork. cgroup v1 places
+//! threads one by one, so the thread that spawns bubblewrap moves itself into the cgroup for the
+//! length of the spawn and back out: bubblewrap is born inside, and so is everything it starts.
+//! That costs no extra process and leaves no window. cgroup v2 moves whole processes only (the
+//! race-free way there is `clone3(CLONE_INTO_CGROUP)`, which std does not offer), so on a host
+//! without a v1 `pids` hierarchy the limit is reported unavailable.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Where this process may create pids cgroups.
+#[derive(Debug)]
+pub(crate) struct PidsRoot {
+    /// The mount point of the v1 `pids` hierarchy.
+    mount: PathBuf,
+    /// The mount's own root within the hierarchy (not `/` inside a cgroup namespace).
+    mount_root: String,
+    /// Our own cgroup's directory; sandboxes get subdirectories of it.
+    parent: PathBuf,
+}
+
+/// The pids hierarchy, found and tried once per process; the error says why there is none.
+pub(crate) fn root() -> Result<&'static PidsRoot, &'static str> {
+    static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
+    ROOT.get_or_init(detect)
+        .as_ref()
+        .map_err(|e| e.as_str())
+}
+
+fn detect() -> Result<PidsRoot, String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let (mount, mount_root) = mountinfo
+        .lines()
+        .find_map(pids_mount)
+        .ok_or_else(|| {
+            "no cgroup v1 `pids` hierarchy is mounted (cgroup v2 alone cannot place a spawn \
+             race-free without clone3)"
+                .to_string()
+        })?;
+    let own = own_cgroup("/proc/self/cgroup")
+        .ok_or("this process has no cgroup in the `pids` hierarchy")?;
+    let root = PidsRoot {
+        parent: join_cgroup(&mount, &mount_root, &own),
+        mount,
+        mount_root,
+    };
+    // Try the whole life cycle once, so a read-only or foreign hierarchy shows up here rather
+    // than as a failure in the middle of a trial.
+    let probe = PidsCgroup::create(&root, 64).map_err(|e| {
+        format!(
+            "cannot create a pids cgroup under {}: {e}",
+            root.parent.display()
+        )
+    })?;
+    probe
+        .spawn_inside(|| ())
+        .map_err(|e| format!("cannot move a thread into a pids cgroup: {e}"))?;
+    probe
+        .remove()
+        .map_err(|e| format!("cannot remove a pids cgroup: {e}"))?;
+    Ok(root)
+}
+
+/// The mount point and root of a mountinfo line, if it is the v1 `pids` hierarchy.
+fn pids_mount(line: &str) -> Option<(PathBuf, String)> {
+    let (left, right) = line.split_once(" - ")?;
+    let mut right = right.split(' ');
+    let (fstype, _source, options) = (right.next()?, right.next()?, right.next()?);
+    if fstype != "cgroup" || !options.split(',').any(|o| o == "pids") {
+        return None;
+    }
+    let fields: Vec<&str> = left.split(' ').collect();
+    Some((PathBuf::from(fields.get(4)?), fields.get(3)?.to_string()))
+}
+
+/// The path of the calling task's cgroup in the `pids` hierarchy, from a `/proc/.../cgroup` file.
+fn own_cgroup(file: &str) -> Option<String> {
+    std::fs::read_to_string(file).ok()?.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "pids")
+            .then(|| path.to_string())
+    })
+}
+
+fn join_cgroup(mount: &Path, mount_root: &str, cgroup: &str) -> PathBuf {
+    let root = mount_root.trim_end_matches('/');
+    let relative = match cgroup.strip_prefix(root) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => cgroup,
+    };
+    mount.join(relative.trim_start_matches('/'))
+}
+
+/// One sandbox's pids cgroup; removed (after killing anything left in it) when dropped.
+#[derive(Debug)]
+pub(crate) struct PidsCgroup {
+    dir: PathBuf,
+    mount: PathBuf,
+    mount_root: String,
+}
+
+impl PidsCgroup {
+    /// A new, empty cgroup admitting at most `max` tasks.
+    pub(crate) fn create(root: &PidsRoot, max: u32) -> io::Result<PidsCgroup> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "faultline-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = root.parent.join(name);
+        std::fs::create_dir(&dir)?;
+        let cgroup = PidsCgroup {
+            dir,
+            mount: root.mount.clone(),
+            mount_root: root.mount_root.clone(),
+        };
+        std::fs::write(cgroup.dir.join("pids.max"), max.to_string())?;
+        Ok(cgroup)
+    }
+
+    /// Runs `spawn` with the calling thread inside the cgroup, so the process it spawns starts
+    /// there; the thread goes back to its own cgroup before this returns.
+    pub(crate) fn spawn_inside<T>(&self, spawn: impl FnOnce() -> T) -> io::Result<T> {
+        let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
+        let home = own_cgroup("/proc/thread-self/cgroup")
+            .map(|c| join_cgroup(&self.mount, &self.mount_root, &c))
+            .ok_or_else(|| io::Error::other("the spawning thread has no pids cgroup"))?;
+        std::fs::write(self.dir.join("tasks"), &tid)?;
+        let spawned = spawn();
+        if let Err(e) = std::fs::write(home.join("tasks"), &tid) {
+            // The thread would keep spawning into this sandbox's cgroup; nothing sane is left
+            // to do but say so loudly.
+            tracing::error!(
+                "cannot move thread {tid} back to {}: {e}",
+                home.display()
+            );
+            return Err(e);
+        }
+        Ok(spawned)
+    }
+
+    /// How many times the limit refused a fork so far.
+    pub(crate) fn limit_hits(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join("pids.events"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok()))
+            })
+            .unwrap_or(0)
+    }
+
+    /// Sends SIGKILL to every process in the cgroup but this one (which is never there unless
+    /// moving a thread back failed).
+    pub(crate) fn kill_all(&self) {
+        kill_members(&self.dir);
+    }
+
+    fn remove(&self) -> io::Result<()> {
+        std::fs::remove_dir(&self.dir)
+    }
+}
+
+fn kill_members(dir: &Path) {
+    let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
+        return;
+    };
+    let me = std::process::id();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        if pid as u32 == me {
+            continue;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        // By now bubblewrap has exited, and with it its PID namespace, so the cgroup is normally
+        // empty. If it is not (the caller dropped a running exec), kill what is there; a
+        // background thread waits for the kernel to finish tearing it down.
+        if self.remove().is_ok() {
+            return;
+        }
+        self.kill_all();
+        if self.remove().is_ok() {
+            return;
+        }
+        let dir = self.dir.clone();
+        std::thread::spawn(move || {
+            for _ in 0..500 {
+                std::thread::sleep(Duration::from_millis(10));
+                kill_members(&dir);
+                if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    return;
+                }
+            }
+            tracing::warn!("pids cgroup {} is still busy; left in place", dir.display());
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_pids_hierarchy_in_mountinfo() {
+        let line = "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:13 - cgroup cgroup rw,pids";
+        assert_eq!(
+            pids_mount(line),
+            Some((PathBuf::from("/sys/fs/cgroup/pids"), "/".into()))
+        );
+        let comounted = "35 25 0:30 /ns /cg rw - cgroup cgroup rw,cpu,pids";
+        assert_eq!(
+            pids_mount(comounted),
+            Some((PathBuf::from("/cg"), "/ns".into()))
+        );
+        let v2 = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
+        assert_eq!(pids_mount(v2), None);
+        let pidsish = "35 25 0:30 / /x rw - cgroup cgroup rw,pidsx";
+        assert_eq!(pids_mount(pidsish), None);
+    }
+
+    #[test]
+    fn joins_a_cgroup_path_under_its_mount() {
+        let m = Path::new("/sys/fs/cgroup/pids");
+        assert_eq!(join_cgroup(m, "/", "/"), m);
+        assert_eq!(join_cgroup(m, "/", "/a/b"), m.join("a/b"));
+        assert_eq!(join_cgroup(m, "/ns", "/ns/a"), m.join("a"));
+        assert_eq!(join_cgroup(m, "/ns", "/nsx/a"), m.join("nsx/a"));
+    }
+}

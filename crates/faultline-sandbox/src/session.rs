@@ -1,0 +1,298 @@
+//! A sandbox kept alive for a whole trial.
+//!
+//! A one-shot [`Sandbox::exec`] pays for bubblewrap every time: new namespaces, a dozen mounts,
+//! a procfs. A [`Session`] pays once: one bubblewrap runs the supervisor
+//! ([`crate::supervisor`]) as PID 1, and each command is one request on a pipe and one plain
+//! spawn inside. The semantics stay those of `exec` (timeout kills everything the command
+//! started, nothing outlives it, output capped), with one difference that follows from keeping
+//! the sandbox: the tmpfs mounts (`/tmp`, [`SandboxSpec::tmpfs`](crate::SandboxSpec::tmpfs))
+//! keep their files from one command to the next, as a container's would.
+//!
+//! The supervisor is a separate binary ([`SUPERVISOR_BIN`]), since it runs inside the sandbox's
+//! namespaces where the harness cannot. A Rust binary rather than a script, because it must make
+//! itself non-dumpable and reap every orphan as PID 1, which a shell cannot; see
+//! [`supervisor_path`] for where it is looked for.
+
+use crate::cgroup::PidsCgroup;
+use crate::wire::{self, Reply, Request};
+use crate::{
+    CappedBuffer, ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError, drain,
+    spawn_bwrap,
+};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
+
+/// The file name of the supervisor binary, built from this crate.
+pub const SUPERVISOR_BIN: &str = "faultline-supervisor";
+
+/// Where the supervisor binary is mounted inside a session's sandbox.
+pub(crate) const SUPERVISOR_GUEST: &str = "/run/faultline-supervisor";
+
+/// How long a new sandbox may take to greet; generous, as a loaded machine can be slow.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much longer than a command's own timeout the harness waits for the reply: the supervisor
+/// may need a few seconds to kill a fork bomb and drain the pipes. Past it, the session is
+/// declared lost rather than trusted.
+const REPLY_GRACE: Duration = Duration::from_secs(15);
+
+/// Characters of the supervisor's own standard error kept to explain a lost session.
+const DIAGNOSTIC_CAP: usize = 2000;
+
+/// Finds the supervisor binary: `$FAULTLINE_SUPERVISOR`, else next to the running executable or
+/// one directory up (where cargo puts a workspace's binaries relative to its tests and benches).
+///
+/// A plain `cargo build` or `cargo test` of the workspace builds it; a build of another package
+/// alone does not, so callers should treat [`SandboxError::NoSupervisor`] as "fall back to
+/// [`Sandbox::exec`]".
+pub fn supervisor_path() -> Result<PathBuf, SandboxError> {
+    if let Some(p) = std::env::var_os("FAULTLINE_SUPERVISOR") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(SandboxError::NoSupervisor(format!(
+                "FAULTLINE_SUPERVISOR names {}, which is not a file",
+                p.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(SUPERVISOR_BIN))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            SandboxError::NoSupervisor(format!(
+                "not next to {} nor one directory up, and FAULTLINE_SUPERVISOR is not set",
+                exe.display()
+            ))
+        })
+}
+
+/// A sandbox kept alive for many commands; see the [module docs](self).
+///
+/// Commands run one at a time, in the order their [`Session::exec`] calls take the session's
+/// lock. Dropping the session kills the sandbox and everything in it.
+#[derive(Debug)]
+pub struct Session {
+    conn: tokio::sync::Mutex<Conn>,
+    protections: Protections,
+    // Declared after `conn`, so the sandbox is killed before its cgroup is removed.
+    cgroup: Option<PidsCgroup>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: Option<JoinHandle<io::Result<CappedBuffer>>>,
+    next_id: u64,
+    /// Set for good once the session cannot be trusted any more.
+    lost: Option<String>,
+    /// A request was sent and its reply not read: the exec that sent it was dropped.
+    in_flight: bool,
+}
+
+impl Sandbox {
+    /// Starts a session with the supervisor found by [`supervisor_path`].
+    pub async fn start_session(&self) -> Result<Session, SandboxError> {
+        self.start_session_with(&supervisor_path()?).await
+    }
+
+    /// Starts a session with the supervisor binary at `supervisor` on the host.
+    pub async fn start_session_with(&self, supervisor: &Path) -> Result<Session, SandboxError> {
+        if !supervisor.is_file() {
+            return Err(SandboxError::NoSupervisor(format!(
+                "{} is not a file",
+                supervisor.display()
+            )));
+        }
+        let mut args = self.layout_args(Some(supervisor));
+        self.command_args(
+            &mut args,
+            &BTreeMap::new(),
+            None,
+            &[SUPERVISOR_GUEST.to_string()],
+        );
+        let mut cmd = Command::new("bwrap");
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let cgroup = self.process_cgroup()?;
+        let mut child = spawn_bwrap(&mut cmd, cgroup.as_ref())?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let mut conn = Conn {
+            child,
+            stdin,
+            stdout,
+            stderr: Some(tokio::spawn(drain(stderr, DIAGNOSTIC_CAP))),
+            next_id: 0,
+            lost: None,
+            in_flight: false,
+        };
+        let greeting = tokio::time::timeout(START_TIMEOUT, read_frame(&mut conn.stdout)).await;
+        let oom_raised = match greeting {
+            Ok(Ok(Some(g))) if g.starts_with(wire::GREETING) => {
+                g[wire::GREETING.len()..] == [1]
+            }
+            Ok(Ok(Some(_))) => return Err(conn.lose("it sent a garbled greeting".into()).await),
+            Ok(Ok(None)) => return Err(conn.lose("it exited at start".into()).await),
+            Ok(Err(e)) => return Err(conn.lose(format!("reading its greeting: {e}")).await),
+            Err(_) => {
+                return Err(conn
+                    .lose(format!("no greeting within {START_TIMEOUT:?}"))
+                    .await);
+            }
+        };
+        let mut protections = self.protections.clone();
+        protections.oom_first = if oom_raised {
+            Protection::Active("supervisor and commands at oom_score_adj 1000".into())
+        } else {
+            Protection::Unavailable("the supervisor could not raise its oom_score_adj".into())
+        };
+        Ok(Session {
+            conn: tokio::sync::Mutex::new(conn),
+            protections,
+            cgroup,
+        })
+    }
+}
+
+impl Session {
+    /// Runs a command in the session's sandbox, as [`Sandbox::exec`] would in a fresh one.
+    ///
+    /// An error means the session is lost (its supervisor died, hung or misbehaved) and every
+    /// later call fails too; start a new session. Dropping the returned future before it
+    /// completes also loses the session, since the command may still be running.
+    pub async fn exec(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let mut conn = self.conn.lock().await;
+        if let Some(why) = &conn.lost {
+            return Err(SandboxError::SessionLost(why.clone()));
+        }
+        if conn.in_flight {
+            return Err(conn
+                .lose("an earlier exec was dropped while its command ran".into())
+                .await);
+        }
+        conn.next_id += 1;
+        let request = Request {
+            id: conn.next_id,
+            argv: req.argv.clone(),
+            env: req.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            workdir: req.workdir.clone(),
+            timeout: Some(req.timeout),
+            cap: req.output_cap,
+        };
+        let hits_before = self.cgroup.as_ref().map_or(0, |c| c.limit_hits());
+        let start = Instant::now();
+        conn.in_flight = true;
+        let reply = match conn
+            .round_trip(&request, req.timeout.saturating_add(REPLY_GRACE))
+            .await
+        {
+            Ok(reply) if reply.id == request.id => reply,
+            Ok(reply) => {
+                let why = format!("reply {} to request {}", reply.id, request.id);
+                return Err(conn.lose(why).await);
+            }
+            Err(why) => return Err(conn.lose(why).await),
+        };
+        conn.in_flight = false;
+        let duration = start.elapsed();
+        let hits_after = self.cgroup.as_ref().map_or(0, |c| c.limit_hits());
+        Ok(ExecOutput {
+            exit_code: reply.exit_code,
+            signal: reply.signal,
+            timed_out: reply.timed_out,
+            stdout: reply.stdout,
+            stderr: reply.stderr,
+            duration,
+            process_limit_hit: hits_after > hits_before,
+        })
+    }
+
+    /// The protections its commands run under.
+    pub fn protections(&self) -> &Protections {
+        &self.protections
+    }
+
+    /// Ends the session: the supervisor exits when its input closes, and its sandbox with it.
+    pub async fn close(self) -> Result<(), SandboxError> {
+        let Session { conn, cgroup, .. } = self;
+        let Conn {
+            mut child, stdin, ..
+        } = conn.into_inner();
+        drop(stdin);
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
+            child.start_kill()?;
+            child.wait().await?;
+        }
+        drop(cgroup);
+        Ok(())
+    }
+}
+
+impl Conn {
+    async fn round_trip(&mut self, req: &Request, limit: Duration) -> Result<Reply, String> {
+        let exchange = async {
+            self.stdin.write_all(&wire::frame(&req.encode())).await?;
+            self.stdin.flush().await?;
+            read_frame(&mut self.stdout).await
+        };
+        match tokio::time::timeout(limit, exchange).await {
+            Err(_) => Err(format!("no reply within {limit:?}")),
+            Ok(Err(e)) => Err(format!("talking to the supervisor: {e}")),
+            Ok(Ok(None)) => Err("the supervisor exited".into()),
+            Ok(Ok(Some(frame))) => {
+                Reply::decode(&frame).map_err(|e| format!("unreadable reply: {e}"))
+            }
+        }
+    }
+
+    /// Kills the sandbox, marks the session lost, and says why, with what the supervisor
+    /// printed.
+    async fn lose(&mut self, why: String) -> SandboxError {
+        let _ = self.child.start_kill();
+        let mut message = format!("the supervisor {why}");
+        if let Some(task) = self.stderr.take()
+            && let Ok(Ok(Ok(buf))) = tokio::time::timeout(Duration::from_secs(2), task).await
+        {
+            let text = buf.finish(DIAGNOSTIC_CAP).text;
+            let text = text.trim();
+            if !text.is_empty() {
+                message.push_str(&format!("; it said: {text}"));
+            }
+        }
+        self.lost = Some(message.clone());
+        SandboxError::SessionLost(message)
+    }
+}
+
+/// Reads one frame; `None` when the stream ends first.
+async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Vec<u8>>> {
+    let mut header = [0u8; 4];
+    match r.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut payload = vec![0u8; wire::frame_len(header)?];
+    r.read_exact(&mut payload).await?;
+    Ok(Some(payload))
+}
