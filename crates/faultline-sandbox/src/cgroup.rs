@@ -55,6 +55,7 @@ fn detect() -> Result<PidsRoot, String> {
         mount,
         mount_root,
     };
+    sweep_stale(&root.parent);
     // Try the whole life cycle once, so a read-only or foreign hierarchy shows up here rather
     // than as a failure in the middle of a trial.
     let probe = PidsCgroup::create(&root, 64).map_err(|e| {
@@ -70,6 +71,28 @@ fn detect() -> Result<PidsRoot, String> {
         .remove()
         .map_err(|e| format!("cannot remove a pids cgroup: {e}"))?;
     Ok(root)
+}
+
+/// Removes the cgroups of harness processes that died before cleaning up after themselves.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("faultline-"))
+            .and_then(|n| n.split('-').next())
+        else {
+            continue;
+        };
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        kill_members(&entry.path());
+        let _ = std::fs::remove_dir(entry.path());
+    }
 }
 
 /// The mount point and root of a mountinfo line, if it is the v1 `pids` hierarchy.
@@ -171,6 +194,11 @@ impl PidsCgroup {
         kill_members(&self.dir);
     }
 
+    /// Whether no process is left in the cgroup.
+    pub(crate) fn is_empty(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.procs")).is_ok_and(|s| s.trim().is_empty())
+    }
+
     fn remove(&self) -> io::Result<()> {
         std::fs::remove_dir(&self.dir)
     }
@@ -196,12 +224,12 @@ impl Drop for PidsCgroup {
         // By now bubblewrap has exited, and with it its PID namespace, so the cgroup is normally
         // empty. If it is not (the caller dropped a running exec), kill what is there; a
         // background thread waits for the kernel to finish tearing it down.
-        if self.remove().is_ok() {
-            return;
-        }
-        self.kill_all();
-        if self.remove().is_ok() {
-            return;
+        for _ in 0..50 {
+            if self.remove().is_ok() {
+                return;
+            }
+            self.kill_all();
+            std::thread::sleep(Duration::from_millis(1));
         }
         let dir = self.dir.clone();
         std::thread::spawn(move || {

@@ -353,8 +353,9 @@ impl fmt::Display for Protection {
 /// The protections a sandbox's commands run under, so a run can record what held.
 ///
 /// Always in force, and so not listed: fresh user, PID, mount, IPC, UTS and cgroup namespaces;
-/// no capabilities; a cleared environment; only the listed mounts, with `/`, `/usr` and `/dev`
-/// read-only; the wall-clock timeout that kills the whole tree; and the per-request output cap.
+/// no capabilities; a cleared environment; only the listed mounts, with `/`, `/usr`, `/dev`
+/// and `/proc/sys` read-only; no file descriptor of the harness but the three standard ones;
+/// the wall-clock timeout that kills the whole tree; and the per-request output cap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Protections {
     /// No network: a namespace of its own with only loopback (not the host's).
@@ -552,11 +553,16 @@ impl Sandbox {
         a.extend(
             [
                 "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
-                "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib", "--proc", "/proc", "--dev",
-                "/dev",
+                "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib", "--proc", "/proc",
             ]
             .map(String::from),
         );
+        // The sandbox's uid is the harness's on the host, root when the harness runs as root,
+        // and the kernel lets root's uid write most sysctls without any capability: a command
+        // could set the host's kernel.core_pattern to a program of its own and have the kernel
+        // run it as root. Every value read there is the reader's own namespace's, so a
+        // read-only view of the host's /proc/sys is the same view, frozen.
+        a.extend(["--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"].map(String::from));
         // bubblewrap's /dev is an uncapped tmpfs; give /dev/shm a capped one of its own and
         // freeze the rest (device nodes stay usable: a read-only mount only stops writes to
         // files and directories).
@@ -615,6 +621,17 @@ impl Sandbox {
         }
         let workdir = workdir.unwrap_or(&self.spec.workdir);
         a.extend(["--chdir".to_string(), workdir.to_string(), "--".to_string()]);
+        let leaks = inheritable_fds();
+        if !leaks.is_empty() {
+            // bubblewrap passes every open descriptor on; these would reach the command.
+            let closes: Vec<String> = leaks.iter().map(|fd| format!("{fd}>&-")).collect();
+            a.extend([
+                "/bin/bash".to_string(),
+                "-c".to_string(),
+                format!("exec {} \"$@\"", closes.join(" ")),
+                "faultline-close-fds".to_string(),
+            ]);
+        }
         a.extend(argv.iter().cloned());
     }
 
@@ -654,10 +671,11 @@ impl Sandbox {
                 // Killing bwrap takes its PID namespace, and so every process inside, with it;
                 // the cgroup, when there is one, is emptied too in case anything got out.
                 child.start_kill()?;
+                let status = child.wait().await?;
                 if let Some(cg) = &cgroup {
-                    cg.kill_all();
+                    empty_cgroup(cg).await;
                 }
-                (child.wait().await?, true)
+                (status, true)
             }
         };
         let duration = start.elapsed();
@@ -694,6 +712,51 @@ impl Sandbox {
             None => cmd.spawn()?,
         };
         Ok(child.wait()?.code().unwrap_or(128))
+    }
+}
+
+/// Descriptors of this process, other than the standard three, that a program it spawns would
+/// inherit.
+///
+/// Rust opens everything close-on-exec, so these were inherited by the harness itself (from a
+/// shell, a CI runner, cargo's jobserver). bubblewrap does not close them, and a command that
+/// finds one can write into whatever the harness's parent reads, or drain a jobserver. Safe
+/// Rust cannot close a descriptor it does not own, so the command line closes them instead, in
+/// a `bash` that then execs the command: about a millisecond, paid only where they exist.
+fn inheritable_fds() -> Vec<u32> {
+    const O_CLOEXEC: u32 = 0o2000000;
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut fds: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|fd| *fd > 2)
+        .filter(|fd| {
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).is_ok_and(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                    .is_some_and(|flags| flags & O_CLOEXEC == 0)
+            })
+        })
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
+/// Kills whatever is left in a sandbox's cgroup and waits until it is gone, so that when a
+/// timed-out exec returns, nothing it started still runs. bubblewrap's init dies a moment after
+/// bubblewrap itself, so there usually is something to wait for.
+async fn empty_cgroup(cg: &cgroup::PidsCgroup) {
+    let start = Instant::now();
+    while !cg.is_empty() {
+        if start.elapsed() > Duration::from_secs(10) {
+            tracing::warn!("processes of a timed-out sandbox survive SIGKILL after 10 s");
+            return;
+        }
+        cg.kill_all();
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

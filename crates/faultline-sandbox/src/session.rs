@@ -17,7 +17,7 @@ use crate::cgroup::PidsCgroup;
 use crate::wire::{self, Reply, Request};
 use crate::{
     CappedBuffer, ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError, drain,
-    spawn_bwrap,
+    empty_cgroup, spawn_bwrap,
 };
 use std::collections::BTreeMap;
 use std::io;
@@ -243,7 +243,9 @@ impl Session {
             child.start_kill()?;
             child.wait().await?;
         }
-        drop(cgroup);
+        if let Some(cg) = &cgroup {
+            empty_cgroup(cg).await;
+        }
         Ok(())
     }
 }
