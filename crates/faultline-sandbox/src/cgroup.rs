@@ -6,26 +6,27 @@
 //! on the host (the harness and every other sandbox), so it cannot bound one sandbox.
 //!
 //! The delicate part is getting bubblewrap into the cgroup before it can fork. cgroup v1 places
-//! threads one by one, so the thread that spawns bubblewrap moves itself into the cgroup for the
-//! length of the spawn and back out: bubblewrap is born inside, and so is everything it starts.
-//! That costs no extra process and leaves no window. cgroup v2 moves whole processes only (the
-//! race-free way there is `clone3(CLONE_INTO_CGROUP)`, which std does not offer), so on a host
-//! without a v1 `pids` hierarchy the limit is reported unavailable.
+//! threads one by one, so a thread of the harness moves into the cgroup and spawns bubblewrap
+//! from there: bubblewrap is born inside, and so is everything it starts, with no window. Moving
+//! a task costs an RCU grace period (milliseconds, more on a loaded machine), far too much to pay
+//! per command, so the thread moves once and stays: each sandbox has one cgroup and one
+//! [`Spawner`] thread living in it, and every command of the sandbox is spawned by that thread.
+//! The limit therefore bounds the sandbox as a whole, all its commands together.
+//!
+//! cgroup v2 moves whole processes only (the race-free way there is `clone3(CLONE_INTO_CGROUP)`,
+//! which std does not offer), so on a host without a v1 `pids` hierarchy the limit is reported
+//! unavailable.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
 
 /// Where this process may create pids cgroups.
 #[derive(Debug)]
 pub(crate) struct PidsRoot {
-    /// The mount point of the v1 `pids` hierarchy.
-    mount: PathBuf,
-    /// The mount's own root within the hierarchy (not `/` inside a cgroup namespace).
-    mount_root: String,
-    /// Our own cgroup's directory; sandboxes get subdirectories of it.
+    /// Our own cgroup's directory in the v1 `pids` hierarchy; sandboxes get subdirectories.
     parent: PathBuf,
 }
 
@@ -52,24 +53,17 @@ fn detect() -> Result<PidsRoot, String> {
         .ok_or("this process has no cgroup in the `pids` hierarchy")?;
     let root = PidsRoot {
         parent: join_cgroup(&mount, &mount_root, &own),
-        mount,
-        mount_root,
     };
     sweep_stale(&root.parent);
     // Try the whole life cycle once, so a read-only or foreign hierarchy shows up here rather
     // than as a failure in the middle of a trial.
-    let probe = PidsCgroup::create(&root, 64).map_err(|e| {
+    let probe = Spawner::start(&root, 64).map_err(|e| {
         format!(
-            "cannot create a pids cgroup under {}: {e}",
+            "cannot run a thread in a pids cgroup under {}: {e}",
             root.parent.display()
         )
     })?;
-    probe
-        .spawn_inside(|| ())
-        .map_err(|e| format!("cannot move a thread into a pids cgroup: {e}"))?;
-    probe
-        .remove()
-        .map_err(|e| format!("cannot remove a pids cgroup: {e}"))?;
+    drop(probe);
     Ok(root)
 }
 
@@ -107,7 +101,7 @@ fn pids_mount(line: &str) -> Option<(PathBuf, String)> {
     Some((PathBuf::from(fields.get(4)?), fields.get(3)?.to_string()))
 }
 
-/// The path of the calling task's cgroup in the `pids` hierarchy, from a `/proc/.../cgroup` file.
+/// The path of this process's cgroup in the `pids` hierarchy, from a `/proc/.../cgroup` file.
 fn own_cgroup(file: &str) -> Option<String> {
     std::fs::read_to_string(file).ok()?.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
@@ -130,73 +124,25 @@ fn join_cgroup(mount: &Path, mount_root: &str, cgroup: &str) -> PathBuf {
 
 /// One sandbox's pids cgroup; removed (after killing anything left in it) when dropped.
 #[derive(Debug)]
-pub(crate) struct PidsCgroup {
+struct PidsCgroup {
     dir: PathBuf,
-    mount: PathBuf,
-    mount_root: String,
 }
 
 impl PidsCgroup {
     /// A new, empty cgroup admitting at most `max` tasks.
-    pub(crate) fn create(root: &PidsRoot, max: u32) -> io::Result<PidsCgroup> {
+    fn create(root: &PidsRoot, max: u32) -> io::Result<PidsCgroup> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "faultline-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = root.parent.join(name);
-        std::fs::create_dir(&dir)?;
         let cgroup = PidsCgroup {
-            dir,
-            mount: root.mount.clone(),
-            mount_root: root.mount_root.clone(),
+            dir: root.parent.join(name),
         };
+        std::fs::create_dir(&cgroup.dir)?;
         std::fs::write(cgroup.dir.join("pids.max"), max.to_string())?;
         Ok(cgroup)
-    }
-
-    /// Runs `spawn` with the calling thread inside the cgroup, so the process it spawns starts
-    /// there; the thread goes back to its own cgroup before this returns.
-    pub(crate) fn spawn_inside<T>(&self, spawn: impl FnOnce() -> T) -> io::Result<T> {
-        let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
-        let home = own_cgroup("/proc/thread-self/cgroup")
-            .map(|c| join_cgroup(&self.mount, &self.mount_root, &c))
-            .ok_or_else(|| io::Error::other("the spawning thread has no pids cgroup"))?;
-        std::fs::write(self.dir.join("tasks"), &tid)?;
-        let spawned = spawn();
-        if let Err(e) = std::fs::write(home.join("tasks"), &tid) {
-            // The thread would keep spawning into this sandbox's cgroup; nothing sane is left
-            // to do but say so loudly.
-            tracing::error!(
-                "cannot move thread {tid} back to {}: {e}",
-                home.display()
-            );
-            return Err(e);
-        }
-        Ok(spawned)
-    }
-
-    /// How many times the limit refused a fork so far.
-    pub(crate) fn limit_hits(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("pids.events"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok()))
-            })
-            .unwrap_or(0)
-    }
-
-    /// Sends SIGKILL to every process in the cgroup but this one (which is never there unless
-    /// moving a thread back failed).
-    pub(crate) fn kill_all(&self) {
-        kill_members(&self.dir);
-    }
-
-    /// Whether no process is left in the cgroup.
-    pub(crate) fn is_empty(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.procs")).is_ok_and(|s| s.trim().is_empty())
     }
 
     fn remove(&self) -> io::Result<()> {
@@ -208,6 +154,7 @@ fn kill_members(dir: &Path) {
     let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
         return;
     };
+    // Never this process: it is in no sandbox's cgroup, but a bug must not make it kill itself.
     let me = std::process::id();
     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
         if pid as u32 == me {
@@ -221,14 +168,13 @@ fn kill_members(dir: &Path) {
 
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
-        // By now bubblewrap has exited, and with it its PID namespace, so the cgroup is normally
-        // empty. If it is not (the caller dropped a running exec), kill what is there; a
+        // Everything the sandbox ran is normally gone by now; anything left is killed, and a
         // background thread waits for the kernel to finish tearing it down.
         for _ in 0..50 {
             if self.remove().is_ok() {
                 return;
             }
-            self.kill_all();
+            kill_members(&self.dir);
             std::thread::sleep(Duration::from_millis(1));
         }
         let dir = self.dir.clone();
@@ -242,6 +188,102 @@ impl Drop for PidsCgroup {
             }
             tracing::warn!("pids cgroup {} is still busy; left in place", dir.display());
         });
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread living in a sandbox's pids cgroup, spawning the sandbox's processes there.
+#[derive(Debug)]
+pub(crate) struct Spawner {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    cgroup: PidsCgroup,
+}
+
+impl Spawner {
+    /// Creates the cgroup, admitting at most `max` tasks (the spawner thread is one of them),
+    /// and a thread inside it.
+    pub(crate) fn start(root: &PidsRoot, max: u32) -> io::Result<Spawner> {
+        let cgroup = PidsCgroup::create(root, max)?;
+        let tasks = cgroup.dir.join("tasks");
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready, moved) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("faultline-spawner".into())
+            .spawn(move || {
+                let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
+                let entered = std::fs::write(&tasks, tid);
+                let inside = entered.is_ok();
+                let _ = ready.send(entered);
+                if inside {
+                    for job in inbox {
+                        job();
+                    }
+                }
+                // Ending the thread takes it out of the cgroup, with no move to pay for.
+            })?;
+        let entered = moved
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the spawner thread died")));
+        let spawner = Spawner {
+            jobs: Some(jobs),
+            thread: Some(thread),
+            cgroup,
+        };
+        entered.map(|()| spawner)
+    }
+
+    /// Runs `f` on the thread inside the cgroup, so whatever it spawns starts there.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
+        rx.await.map_err(|_| io::Error::other("the spawner thread is gone"))
+    }
+
+    /// Like [`Spawner::run`], blocking the calling thread.
+    pub(crate) fn run_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<T> {
+        let (tx, rx) = mpsc::channel();
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
+        rx.recv().map_err(|_| io::Error::other("the spawner thread is gone"))
+    }
+
+    fn submit(&self, job: Job) -> io::Result<()> {
+        self.jobs
+            .as_ref()
+            .expect("jobs are open until drop")
+            .send(job)
+            .map_err(|_| io::Error::other("the spawner thread is gone"))
+    }
+
+    /// How many times the limit refused a fork so far.
+    pub(crate) fn limit_hits(&self) -> u64 {
+        std::fs::read_to_string(self.cgroup.dir.join("pids.events"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok()))
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -29,6 +29,7 @@ pub use capture::{CappedBuffer, CapturedText};
 pub use session::{SUPERVISOR_BIN, Session, supervisor_path};
 
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -453,6 +454,8 @@ pub struct Sandbox {
     etc: Arc<tempfile::TempDir>,
     features: Option<Features>,
     protections: Protections,
+    /// The thread in this sandbox's pids cgroup, started at the first command.
+    spawner: Arc<OnceLock<Result<cgroup::Spawner, String>>>,
 }
 
 impl Sandbox {
@@ -489,6 +492,7 @@ impl Sandbox {
             etc: Arc::new(etc),
             features,
             protections,
+            spawner: Arc::new(OnceLock::new()),
         })
     }
 
@@ -635,18 +639,53 @@ impl Sandbox {
         a.extend(argv.iter().cloned());
     }
 
-    /// A fresh pids cgroup for one sandbox, when the process limit is in force.
+    /// The spawner in this sandbox's pids cgroup, when the process limit is in force.
     ///
     /// A limit reported active is applied to every command or the command does not run, so a
     /// failure here is an error, not a quiet downgrade.
-    fn process_cgroup(&self) -> Result<Option<cgroup::PidsCgroup>, SandboxError> {
+    fn spawner(&self) -> Result<Option<&cgroup::Spawner>, SandboxError> {
         if !self.protections.process_limit.is_active() {
             return Ok(None);
         }
         let (Some(max), Ok(root)) = (self.spec.limits.max_processes, cgroup::root()) else {
             return Ok(None);
         };
-        Ok(Some(cgroup::PidsCgroup::create(root, max)?))
+        match self
+            .spawner
+            .get_or_init(|| cgroup::Spawner::start(root, max).map_err(|e| e.to_string()))
+        {
+            Ok(spawner) => Ok(Some(spawner)),
+            Err(e) => Err(SandboxError::Io(std::io::Error::other(format!(
+                "cannot set up the process limit: {e}"
+            )))),
+        }
+    }
+
+    /// Spawns bubblewrap, inside the sandbox's cgroup when there is one.
+    async fn spawn_bwrap(
+        &self,
+        mut cmd: Command,
+    ) -> Result<(tokio::process::Child, Option<&cgroup::Spawner>), SandboxError> {
+        let spawner = self.spawner()?;
+        let spawned = match spawner {
+            Some(s) => {
+                let runtime = tokio::runtime::Handle::current();
+                s.run(move || {
+                    let _in_runtime = runtime.enter();
+                    cmd.spawn()
+                })
+                .await?
+            }
+            None => cmd.spawn(),
+        };
+        let child = spawned.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                SandboxError::Unavailable("the `bwrap` program was not found".into())
+            } else {
+                SandboxError::Io(e)
+            }
+        })?;
+        Ok((child, spawner))
     }
 
     /// Runs a command to completion or timeout, capturing capped output.
@@ -657,9 +696,9 @@ impl Sandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let cgroup = self.process_cgroup()?;
         let start = Instant::now();
-        let mut child = spawn_bwrap(&mut cmd, cgroup.as_ref())?;
+        let (mut child, spawner) = self.spawn_bwrap(cmd).await?;
+        let hits_before = spawner.map_or(0, |s| s.limit_hits());
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let cap = req.output_cap;
@@ -667,16 +706,7 @@ impl Sandbox {
         let err_task = tokio::spawn(drain(stderr, cap));
         let (status, timed_out) = match tokio::time::timeout(req.timeout, child.wait()).await {
             Ok(status) => (status?, false),
-            Err(_) => {
-                // Killing bwrap takes its PID namespace, and so every process inside, with it;
-                // the cgroup, when there is one, is emptied too in case anything got out.
-                child.start_kill()?;
-                let status = child.wait().await?;
-                if let Some(cg) = &cgroup {
-                    empty_cgroup(cg).await;
-                }
-                (status, true)
-            }
+            Err(_) => (kill_sandbox(&mut child).await?, true),
         };
         let duration = start.elapsed();
         let join = |r: Result<std::io::Result<CappedBuffer>, tokio::task::JoinError>| {
@@ -684,7 +714,7 @@ impl Sandbox {
         };
         let stdout = join(out_task.await)?.finish(cap);
         let stderr = join(err_task.await)?.finish(cap);
-        let process_limit_hit = cgroup.as_ref().is_some_and(|c| c.limit_hits() > 0);
+        let process_limit_hit = spawner.is_some_and(|s| s.limit_hits() > hits_before);
         use std::os::unix::process::ExitStatusExt;
         Ok(ExecOutput {
             exit_code: status.code(),
@@ -706,9 +736,8 @@ impl Sandbox {
         args.retain(|a| a != "--new-session");
         let mut cmd = std::process::Command::new("bwrap");
         cmd.args(args);
-        let cgroup = self.process_cgroup()?;
-        let mut child = match &cgroup {
-            Some(cg) => cg.spawn_inside(|| cmd.spawn())??,
+        let mut child = match self.spawner()? {
+            Some(s) => s.run_blocking(move || cmd.spawn())??,
             None => cmd.spawn()?,
         };
         Ok(child.wait()?.code().unwrap_or(128))
@@ -745,37 +774,78 @@ fn inheritable_fds() -> Vec<u32> {
     fds
 }
 
-/// Kills whatever is left in a sandbox's cgroup and waits until it is gone, so that when a
-/// timed-out exec returns, nothing it started still runs. bubblewrap's init dies a moment after
-/// bubblewrap itself, so there usually is something to wait for.
-async fn empty_cgroup(cg: &cgroup::PidsCgroup) {
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+        return list.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    }
+    // Kernels built without CONFIG_PROC_CHILDREN: the parent is in each process's stat.
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// Pidfds of the processes whose parent is `pid`: bubblewrap's child is the sandbox's PID 1.
+pub(crate) fn child_pidfds(pid: Option<u32>) -> Vec<OwnedFd> {
+    pid.map(children_of)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| rustix::process::Pid::from_raw(p as i32))
+        .filter_map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+        .collect()
+}
+
+/// Kills a sandbox whose command ran out of time, and returns once nothing in it runs.
+async fn kill_sandbox(
+    child: &mut tokio::process::Child,
+) -> std::io::Result<std::process::ExitStatus> {
+    let inits = child_pidfds(child.id());
+    child.start_kill()?;
+    let status = child.wait().await?;
+    wait_gone(&inits).await;
+    Ok(status)
+}
+
+/// Kills the sandboxes whose PID 1 the pidfds stand for, and waits until they are gone.
+///
+/// The sandbox's PID 1 exits only after the kernel has killed and reaped every other process
+/// of its namespace, so once it has exited nothing the sandbox ran still runs. bubblewrap
+/// itself exits a moment earlier, which is why its own exit is not enough.
+pub(crate) async fn wait_gone(inits: &[OwnedFd]) {
+    for init in inits {
+        let _ = rustix::process::pidfd_send_signal(init, rustix::process::Signal::KILL);
+    }
     let start = Instant::now();
-    while !cg.is_empty() {
-        if start.elapsed() > Duration::from_secs(10) {
-            tracing::warn!("processes of a timed-out sandbox survive SIGKILL after 10 s");
-            return;
+    for init in inits {
+        while !exited(init) {
+            if start.elapsed() > Duration::from_secs(10) {
+                tracing::warn!("a killed sandbox is still not gone after 10 s");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        cg.kill_all();
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
-/// Spawns bubblewrap, inside `cgroup` when there is one.
-fn spawn_bwrap(
-    cmd: &mut Command,
-    cgroup: Option<&cgroup::PidsCgroup>,
-) -> Result<tokio::process::Child, SandboxError> {
-    let spawned = match cgroup {
-        Some(cg) => cg.spawn_inside(|| cmd.spawn())?,
-        None => cmd.spawn(),
+/// Whether the process behind a pidfd has exited (a pidfd polls readable then).
+fn exited(pidfd: &OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    spawned.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            SandboxError::Unavailable("the `bwrap` program was not found".into())
-        } else {
-            SandboxError::Io(e)
-        }
-    })
+    rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
 }
 
 /// What a sandbox built from `spec` gets on this machine.

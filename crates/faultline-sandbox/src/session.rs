@@ -13,14 +13,14 @@
 //! itself non-dumpable and reap every orphan as PID 1, which a shell cannot; see
 //! [`supervisor_path`] for where it is looked for.
 
-use crate::cgroup::PidsCgroup;
 use crate::wire::{self, Reply, Request};
 use crate::{
-    CappedBuffer, ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError, drain,
-    empty_cgroup, spawn_bwrap,
+    CappedBuffer, ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError,
+    child_pidfds, drain, wait_gone,
 };
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -85,13 +85,15 @@ pub fn supervisor_path() -> Result<PathBuf, SandboxError> {
 pub struct Session {
     conn: tokio::sync::Mutex<Conn>,
     protections: Protections,
-    // Declared after `conn`, so the sandbox is killed before its cgroup is removed.
-    cgroup: Option<PidsCgroup>,
+    // Declared after `conn`, so the sandbox is killed before its cgroup can go.
+    sandbox: Sandbox,
 }
 
 #[derive(Debug)]
 struct Conn {
     child: Child,
+    /// The supervisor (PID 1 inside), to wait for when the session ends.
+    init: Vec<OwnedFd>,
     stdin: ChildStdin,
     stdout: ChildStdout,
     stderr: Option<JoinHandle<io::Result<CappedBuffer>>>,
@@ -129,12 +131,12 @@ impl Sandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let cgroup = self.process_cgroup()?;
-        let mut child = spawn_bwrap(&mut cmd, cgroup.as_ref())?;
+        let (mut child, _) = self.spawn_bwrap(cmd).await?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let mut conn = Conn {
+            init: Vec::new(),
             child,
             stdin,
             stdout,
@@ -157,6 +159,8 @@ impl Sandbox {
                     .await);
             }
         };
+        // Greeted, so bubblewrap has started it: its only child is the supervisor.
+        conn.init = child_pidfds(conn.child.id());
         let mut protections = self.protections.clone();
         protections.oom_first = if oom_raised {
             Protection::Active("supervisor and commands at oom_score_adj 1000".into())
@@ -166,7 +170,7 @@ impl Sandbox {
         Ok(Session {
             conn: tokio::sync::Mutex::new(conn),
             protections,
-            cgroup,
+            sandbox: self.clone(),
         })
     }
 }
@@ -196,7 +200,7 @@ impl Session {
             timeout: Some(req.timeout),
             cap: req.output_cap,
         };
-        let hits_before = self.cgroup.as_ref().map_or(0, |c| c.limit_hits());
+        let hits_before = self.limit_hits();
         let start = Instant::now();
         conn.in_flight = true;
         let reply = match conn
@@ -212,7 +216,7 @@ impl Session {
         };
         conn.in_flight = false;
         let duration = start.elapsed();
-        let hits_after = self.cgroup.as_ref().map_or(0, |c| c.limit_hits());
+        let hits_after = self.limit_hits();
         Ok(ExecOutput {
             exit_code: reply.exit_code,
             signal: reply.signal,
@@ -224,6 +228,13 @@ impl Session {
         })
     }
 
+    fn limit_hits(&self) -> u64 {
+        match self.sandbox.spawner() {
+            Ok(Some(s)) => s.limit_hits(),
+            _ => 0,
+        }
+    }
+
     /// The protections its commands run under.
     pub fn protections(&self) -> &Protections {
         &self.protections
@@ -231,10 +242,12 @@ impl Session {
 
     /// Ends the session: the supervisor exits when its input closes, and its sandbox with it.
     pub async fn close(self) -> Result<(), SandboxError> {
-        let Session { conn, cgroup, .. } = self;
         let Conn {
-            mut child, stdin, ..
-        } = conn.into_inner();
+            mut child,
+            stdin,
+            init,
+            ..
+        } = self.conn.into_inner();
         drop(stdin);
         if tokio::time::timeout(Duration::from_secs(5), child.wait())
             .await
@@ -243,9 +256,7 @@ impl Session {
             child.start_kill()?;
             child.wait().await?;
         }
-        if let Some(cg) = &cgroup {
-            empty_cgroup(cg).await;
-        }
+        wait_gone(&init).await;
         Ok(())
     }
 }
@@ -271,6 +282,7 @@ impl Conn {
     /// printed.
     async fn lose(&mut self, why: String) -> SandboxError {
         let _ = self.child.start_kill();
+        wait_gone(&self.init).await;
         let mut message = format!("the supervisor {why}");
         if let Some(task) = self.stderr.take()
             && let Ok(Ok(Ok(buf))) = tokio::time::timeout(Duration::from_secs(2), task).await
