@@ -20,6 +20,7 @@ enum Method {
     PlainTrue,
     PlainBash,
     BareBwrap,
+    LayoutBwrap,
     SandboxTrue,
     SandboxBash,
     SessionTrue,
@@ -27,10 +28,11 @@ enum Method {
 }
 
 impl Method {
-    const ALL: [Method; 7] = [
+    const ALL: [Method; 8] = [
         Method::PlainTrue,
         Method::PlainBash,
         Method::BareBwrap,
+        Method::LayoutBwrap,
         Method::SandboxTrue,
         Method::SandboxBash,
         Method::SessionTrue,
@@ -42,6 +44,7 @@ impl Method {
             Method::PlainTrue => "plain spawn: true",
             Method::PlainBash => "plain spawn: bash -c true",
             Method::BareBwrap => "bare bwrap: true",
+            Method::LayoutBwrap => "bwrap, Sandbox's args: true",
             Method::SandboxTrue => "Sandbox::exec: true",
             Method::SandboxBash => "Sandbox::exec: bash -c true",
             Method::SessionTrue => "Session::exec: true",
@@ -76,6 +79,9 @@ struct Subjects {
     sandbox: Sandbox,
     session: Session,
     bare: Vec<&'static str>,
+    /// The arguments `Sandbox::exec` passes bubblewrap, to tell its layout's cost from the
+    /// harness's own.
+    layout: Vec<String>,
 }
 
 async fn plain(program: &str, args: &[&str]) {
@@ -104,6 +110,11 @@ async fn time(m: Method, s: &Subjects) -> Duration {
         }
         Method::BareBwrap => {
             plain("bwrap", &s.bare).await;
+            None
+        }
+        Method::LayoutBwrap => {
+            let args: Vec<&str> = s.layout.iter().map(String::as_str).collect();
+            plain("bwrap", &args).await;
             None
         }
         Method::SandboxTrue => Some(s.sandbox.exec(&ExecRequest::argv(["true"], t)).await),
@@ -142,14 +153,13 @@ async fn main() {
         .start_session_with(env!("CARGO_BIN_EXE_faultline-supervisor").as_ref())
         .await
         .unwrap();
-    let shimmed = sandbox
-        .bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)))
-        .iter()
-        .any(|a| a == "faultline-close-fds");
+    let layout = sandbox.bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)));
+    let shimmed = layout.iter().any(|a| a == "faultline-close-fds");
     let subjects = Subjects {
         sandbox,
         session,
         bare: bare_bwrap_args(),
+        layout,
     };
     for _ in 0..10 {
         for m in Method::ALL {

@@ -25,14 +25,18 @@ use crate::capture::CappedBuffer;
 use crate::wire::{self, Reply, Request};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, WaitStatus};
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{ChildStderr, ChildStdout, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long the supervisor keeps killing stragglers before it reports that it cannot.
 const KILL_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How often a command's exit is checked for where the kernel has no pidfds.
+const POLL_TICK: Duration = Duration::from_millis(5);
 
 /// Runs the supervisor on standard input and output until the harness closes its input.
 ///
@@ -94,44 +98,34 @@ fn run(req: &Request) -> Reply {
     }
     let mut child = match cmd.spawn() {
         Ok(child) => child,
-        Err(e) => {
-            // A failed spawn may have left nothing, but a previous command's orphans must not
-            // wait for the next one.
-            let mut reaper = Reaper::new(None);
-            reaper.kill_everyone();
-            return refused(req, format!("cannot run `{program}`: {e}"));
-        }
+        Err(e) => return refused(req, format!("cannot run `{program}`: {e}")),
     };
     let pid = Pid::from_child(&child);
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let mut reaper = Reaper::new(Some(pid));
+    let mut pipes = [
+        Pipe::new(child.stdout.take().expect("stdout is piped").into(), req.cap),
+        Pipe::new(child.stderr.take().expect("stderr is piped").into(), req.cap),
+    ];
+    // Without a pidfd (kernels before 5.3) the command's exit is noticed by polling.
     let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
-    let mut streams = Streams::new(stdout, stderr, req.cap);
     let deadline = req.timeout.and_then(|t| Instant::now().checked_add(t));
+    let mut reaper = Reaper::new(Some(pid));
     let mut timed_out = false;
-    loop {
-        if reaper.main_status.is_some() && streams.all_closed() {
-            break;
-        }
-        let waiting_for_main = reaper.main_status.is_none();
-        let mut wait = if waiting_for_main && !timed_out {
-            deadline.map(|d| d.saturating_duration_since(Instant::now()))
-        } else {
-            None
+    while reaper.main_status.is_none() || pipes.iter().any(Pipe::is_open) {
+        let running = reaper.main_status.is_none();
+        let mut wait = match deadline {
+            Some(d) if running && !timed_out => Some(d.saturating_duration_since(Instant::now())),
+            _ => None,
         };
-        if waiting_for_main && pidfd.is_none() {
-            // Without a pidfd (kernels before 5.3) the exit is noticed by polling.
-            wait = Some(wait.map_or(Duration::from_millis(5), |w| {
-                w.min(Duration::from_millis(5))
-            }));
+        if running && pidfd.is_none() {
+            wait = Some(wait.map_or(POLL_TICK, |w| w.min(POLL_TICK)));
         }
-        let ready = streams.poll(pidfd.as_ref().filter(|_| waiting_for_main), wait);
-        if ready.main_exited || (waiting_for_main && pidfd.is_none()) {
+        let exit_fd = pidfd.as_ref().filter(|_| running);
+        let exited = wait_and_read(&mut pipes, exit_fd, wait);
+        if running && (exited || pidfd.is_none()) {
             reaper.reap();
             if reaper.main_status.is_some() {
                 // The command is done; whatever it left behind goes, as it would with the
-                // sandbox it would have had to itself.
+                // sandbox of a one-shot exec.
                 reaper.kill_everyone();
             }
         }
@@ -144,7 +138,7 @@ fn run(req: &Request) -> Reply {
         }
     }
     let status = reaper.main_status.expect("the loop ends after the command exits");
-    let (stdout, stderr) = streams.finish(req.cap);
+    let [stdout, stderr] = pipes.map(|p| p.buf.finish(req.cap));
     let (exit_code, signal) = if timed_out {
         (None, Some(Signal::KILL.as_raw()))
     } else {
@@ -170,8 +164,10 @@ fn shell_style(status: WaitStatus) -> (Option<i32>, Option<i32>) {
     }
 }
 
-/// A command that could not start: reported as bubblewrap reports a failed exec.
+/// A command that could not start, reported as bubblewrap reports a failed exec.
 fn refused(req: &Request, why: String) -> Reply {
+    // Nothing of this command runs, but a previous command's orphans must not wait for the next.
+    Reaper::new(None).kill_everyone();
     let mut err = CappedBuffer::new(req.cap);
     err.push(format!("faultline-supervisor: {why}\n").as_bytes());
     Reply {
@@ -242,103 +238,77 @@ fn others_alive() -> bool {
     })
 }
 
-/// What a call to [`Streams::poll`] found.
-struct Ready {
-    main_exited: bool,
+/// One of the command's output pipes, read into a capped buffer until end of file.
+struct Pipe {
+    file: Option<File>,
+    buf: CappedBuffer,
 }
 
-/// The command's two output pipes, each read into a capped buffer until end of file.
-struct Streams {
-    out: Option<ChildStdout>,
-    err: Option<ChildStderr>,
-    out_buf: CappedBuffer,
-    err_buf: CappedBuffer,
-    chunk: Vec<u8>,
-}
-
-impl Streams {
-    fn new(out: ChildStdout, err: ChildStderr, cap: usize) -> Self {
-        Streams {
-            out: Some(out),
-            err: Some(err),
-            out_buf: CappedBuffer::new(cap),
-            err_buf: CappedBuffer::new(cap),
-            chunk: vec![0u8; 64 * 1024],
+impl Pipe {
+    fn new(fd: OwnedFd, cap: usize) -> Self {
+        Pipe {
+            file: Some(File::from(fd)),
+            buf: CappedBuffer::new(cap),
         }
     }
 
-    fn all_closed(&self) -> bool {
-        self.out.is_none() && self.err.is_none()
+    fn is_open(&self) -> bool {
+        self.file.is_some()
     }
 
-    /// Waits until a pipe has data or closes, the pidfd says the command exited, or `wait`
-    /// passes; then reads what is there.
-    fn poll(&mut self, pidfd: Option<&OwnedFd>, wait: Option<Duration>) -> Ready {
-        let flags = PollFlags::IN;
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
-        if let Some(out) = &self.out {
-            fds.push(PollFd::new(out, flags));
+    /// Reads once from a pipe that poll reported ready; closes it at end of file.
+    fn read(&mut self, chunk: &mut [u8]) {
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        match file.read(chunk) {
+            Ok(0) => self.file = None,
+            Ok(n) => self.buf.push(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => self.file = None,
         }
-        if let Some(err) = &self.err {
-            fds.push(PollFd::new(err, flags));
-        }
-        if let Some(pidfd) = pidfd {
-            fds.push(PollFd::new(pidfd, flags));
-        }
-        let timeout = wait.map(|w| Timespec {
-            tv_sec: w.as_secs() as i64,
-            tv_nsec: w.subsec_nanos() as i64,
-        });
-        if fds.is_empty() {
-            if let Some(w) = wait {
-                std::thread::sleep(w);
-            }
-            return Ready { main_exited: false };
-        }
-        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
-            // EINTR or EAGAIN: the caller's loop polls again.
-            return Ready { main_exited: false };
-        }
-        let revents: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
-        drop(fds);
-        let mut i = 0;
-        if self.out.is_some() {
-            if revents[i] {
-                let closed = read_into(self.out.as_mut().expect("open"), &mut self.chunk, &mut self.out_buf);
-                if closed {
-                    self.out = None;
-                }
-            }
-            i += 1;
-        }
-        if self.err.is_some() {
-            if revents[i] {
-                let closed = read_into(self.err.as_mut().expect("open"), &mut self.chunk, &mut self.err_buf);
-                if closed {
-                    self.err = None;
-                }
-            }
-            i += 1;
-        }
-        Ready {
-            main_exited: pidfd.is_some() && revents[i],
-        }
-    }
-
-    fn finish(self, cap: usize) -> (crate::CapturedText, crate::CapturedText) {
-        (self.out_buf.finish(cap), self.err_buf.finish(cap))
     }
 }
 
-/// Reads once from a pipe that poll reported ready; true when it is closed (or broken).
-fn read_into(pipe: &mut impl Read, chunk: &mut [u8], buf: &mut CappedBuffer) -> bool {
-    match pipe.read(chunk) {
-        Ok(0) => true,
-        Ok(n) => {
-            buf.push(&chunk[..n]);
-            false
+/// Waits until a pipe has data or closes, `exit_fd` (a pidfd) reports an exit, or `wait`
+/// passes, then reads what the pipes have; returns whether the pidfd fired.
+fn wait_and_read(
+    pipes: &mut [Pipe; 2],
+    exit_fd: Option<&OwnedFd>,
+    wait: Option<Duration>,
+) -> bool {
+    let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
+    let mut owners = Vec::with_capacity(2);
+    for (i, pipe) in pipes.iter().enumerate() {
+        if let Some(file) = &pipe.file {
+            fds.push(PollFd::new(file, PollFlags::IN));
+            owners.push(i);
         }
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
-        Err(_) => true,
     }
+    if let Some(fd) = exit_fd {
+        fds.push(PollFd::new(fd, PollFlags::IN));
+    }
+    if fds.is_empty() {
+        if let Some(w) = wait {
+            std::thread::sleep(w);
+        }
+        return false;
+    }
+    let timeout = wait.map(|w| Timespec {
+        tv_sec: w.as_secs() as i64,
+        tv_nsec: w.subsec_nanos() as i64,
+    });
+    if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+        // Interrupted: the caller's loop waits again.
+        return false;
+    }
+    let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+    drop(fds);
+    let mut chunk = [0u8; 64 * 1024];
+    for (&i, &r) in owners.iter().zip(&ready) {
+        if r {
+            pipes[i].read(&mut chunk);
+        }
+    }
+    exit_fd.is_some() && ready[owners.len()]
 }
