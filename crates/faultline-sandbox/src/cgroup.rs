@@ -33,22 +33,17 @@ pub(crate) struct PidsRoot {
 /// The pids hierarchy, found and tried once per process; the error says why there is none.
 pub(crate) fn root() -> Result<&'static PidsRoot, &'static str> {
     static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
-    ROOT.get_or_init(detect)
-        .as_ref()
-        .map_err(|e| e.as_str())
+    ROOT.get_or_init(detect).as_ref().map_err(|e| e.as_str())
 }
 
 fn detect() -> Result<PidsRoot, String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (mount, mount_root) = mountinfo
-        .lines()
-        .find_map(pids_mount)
-        .ok_or_else(|| {
-            "no cgroup v1 `pids` hierarchy is mounted (cgroup v2 alone cannot place a spawn \
+    let (mount, mount_root) = mountinfo.lines().find_map(pids_mount).ok_or_else(|| {
+        "no cgroup v1 `pids` hierarchy is mounted (cgroup v2 alone cannot place a spawn \
              race-free without clone3)"
-                .to_string()
-        })?;
+            .to_string()
+    })?;
     let own = own_cgroup("/proc/self/cgroup")
         .ok_or("this process has no cgroup in the `pids` hierarchy")?;
     let root = PidsRoot {
@@ -243,7 +238,8 @@ impl Spawner {
         self.submit(Box::new(move || {
             let _ = tx.send(f());
         }))?;
-        rx.await.map_err(|_| io::Error::other("the spawner thread is gone"))
+        rx.await
+            .map_err(|_| io::Error::other("the spawner thread is gone"))
     }
 
     /// Like [`Spawner::run`], blocking the calling thread.
@@ -255,7 +251,8 @@ impl Spawner {
         self.submit(Box::new(move || {
             let _ = tx.send(f());
         }))?;
-        rx.recv().map_err(|_| io::Error::other("the spawner thread is gone"))
+        rx.recv()
+            .map_err(|_| io::Error::other("the spawner thread is gone"))
     }
 
     fn submit(&self, job: Job) -> io::Result<()> {

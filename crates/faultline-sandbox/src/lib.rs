@@ -29,8 +29,8 @@ pub use capture::{CappedBuffer, CapturedText};
 pub use session::{SUPERVISOR_BIN, Session, supervisor_path};
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
 use std::fmt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
@@ -48,7 +48,8 @@ pub const GUEST_PATH: &str = "/opt/rust/bin:/usr/local/bin:/usr/bin:/bin";
 pub const DEFAULT_OUTPUT_CAP: usize = 10_000;
 
 /// Files from the host's `/etc` that programs inside need (dynamic linker cache, name service,
-/// time zone, Debian's alternatives links, CA certificates). Nothing else of `/etc` is visible.
+/// time zone, shell start-up, OpenSSL's configuration), copied into the sandbox's own `/etc`.
+/// Nothing else of the host's `/etc` is visible.
 const ETC_FILES: &[&str] = &[
     "ld.so.cache",
     "ld.so.conf",
@@ -56,12 +57,16 @@ const ETC_FILES: &[&str] = &[
     "nsswitch.conf",
     "localtime",
     "timezone",
-    "alternatives",
-    "ssl",
     "bash.bashrc",
     "inputrc",
     "profile",
+    "ssl/openssl.cnf",
 ];
+
+/// Directories of the host's `/etc` mounted read-only in the sandbox's: hundreds of small
+/// entries each (Debian's alternatives links, the CA certificates), cheaper to mount than to
+/// copy.
+const ETC_DIRS: &[&str] = &["alternatives", "ssl/certs"];
 
 /// Why a sandboxed command could not be run (as opposed to running and failing).
 #[derive(Debug, thiserror::Error)]
@@ -413,8 +418,15 @@ fn features() -> Option<Features> {
             let mut args = vec!["--unshare-all", "--unshare-user"];
             args.extend_from_slice(extra);
             args.extend([
-                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
-                "usr/lib", "/lib",
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                "--symlink",
+                "usr/bin",
+                "/bin",
+                "--symlink",
+                "usr/lib",
+                "/lib",
             ]);
             if Path::new("/usr/lib64").exists() {
                 args.extend(["--symlink", "usr/lib64", "/lib64"]);
@@ -472,12 +484,16 @@ impl Sandbox {
                 )));
             }
         }
-        // One prepared directory mounted as a whole: a bind mount per file made a third of
-        // bubblewrap's start-up time.
+        // One prepared directory mounted as a whole, plus two big directories: a bind mount
+        // per file made a third of bubblewrap's start-up time.
         let etc = tempfile::Builder::new().prefix("faultline-etc").tempdir()?;
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(etc.path(), std::fs::Permissions::from_mode(0o755))?;
+        }
+        for dir in ETC_DIRS {
+            // Mount points: the mounted /etc is read-only, so bubblewrap cannot make them.
+            std::fs::create_dir_all(etc.path().join(dir))?;
         }
         for f in ETC_FILES {
             copy_public(&Path::new("/etc").join(f), &etc.path().join(f))?;
@@ -531,9 +547,11 @@ impl Sandbox {
             tmpfs_size: true,
         });
         let limits = &self.spec.limits;
-        let mut a: Vec<String> = Vec::with_capacity(112);
-        let mut push = |parts: &[&str]| a.extend(parts.iter().map(|s| s.to_string()));
-        push(&[
+        let mut a = Args {
+            v: Vec::with_capacity(80),
+            sizes: features.tmpfs_size,
+        };
+        a.push(&[
             "--unshare-all",
             "--unshare-user",
             "--die-with-parent",
@@ -549,67 +567,73 @@ impl Sandbox {
             "sandbox",
         ]);
         if features.disable_userns {
-            push(&["--disable-userns"]);
+            a.push(&["--disable-userns"]);
         }
         if supervisor.is_some() {
-            push(&["--as-pid-1"]);
+            a.push(&["--as-pid-1"]);
         }
         if self.spec.network {
-            push(&["--share-net"]);
+            a.push(&["--share-net"]);
         }
-        let tmpfs = |a: &mut Vec<String>, size: Option<u64>, dir: &str| {
-            if let (Some(bytes), true) = (size, features.tmpfs_size) {
-                a.extend(["--size".to_string(), bytes.to_string()]);
-            }
-            a.extend(["--tmpfs".to_string(), dir.to_string()]);
-        };
-        a.extend(
-            [
-                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
-                "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib", "--proc", "/proc",
-            ]
-            .map(String::from),
-        );
+        a.push(&[
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+        ]);
+        if Path::new("/usr/lib64").exists() {
+            a.push(&["--symlink", "usr/lib64", "/lib64"]);
+        }
         // The sandbox's uid is the harness's on the host, root when the harness runs as root,
         // and the kernel lets root's uid write most sysctls without any capability: a command
         // could set the host's kernel.core_pattern to a program of its own and have the kernel
         // run it as root. Every value read there is the reader's own namespace's, so a
         // read-only view of the host's /proc/sys is the same view, frozen.
-        a.extend(["--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"].map(String::from));
+        a.push(&["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]);
         // bubblewrap's /dev is an uncapped tmpfs; give /dev/shm a capped one of its own and
         // freeze the rest (device nodes stay usable: a read-only mount only stops writes to
         // files and directories).
-        tmpfs(&mut a, limits.shm_bytes, "/dev/shm");
-        a.extend(["--remount-ro", "/dev"].map(String::from));
-        tmpfs(&mut a, limits.tmp_bytes, "/tmp");
-        a.extend(["--dir", "/tmp/home"].map(String::from));
-        let mut push = |parts: &[&str]| a.extend(parts.iter().map(|s| s.to_string()));
-        if Path::new("/usr/lib64").exists() {
-            push(&["--symlink", "usr/lib64", "/lib64"]);
+        a.push(&["--dev", "/dev"]);
+        a.tmpfs(limits.shm_bytes, "/dev/shm");
+        a.push(&["--remount-ro", "/dev"]);
+        a.tmpfs(limits.tmp_bytes, "/tmp");
+        a.push(&["--dir", "/tmp/home"]);
+        a.push(&["--ro-bind", &self.etc.path().to_string_lossy(), "/etc"]);
+        for dir in ETC_DIRS {
+            a.push(&[
+                "--ro-bind-try",
+                &format!("/etc/{dir}"),
+                &format!("/etc/{dir}"),
+            ]);
         }
-        push(&["--ro-bind", &self.etc.path().to_string_lossy(), "/etc"]);
         if let Some(tc) = &self.spec.toolchain {
-            let host = tc.sysroot.to_string_lossy().into_owned();
-            push(&["--ro-bind", &host, TOOLCHAIN_GUEST]);
+            a.push(&["--ro-bind", &tc.sysroot.to_string_lossy(), TOOLCHAIN_GUEST]);
         }
         if let Some(bin) = supervisor {
-            push(&[
+            a.push(&[
                 "--ro-bind",
                 &bin.to_string_lossy(),
                 session::SUPERVISOR_GUEST,
             ]);
         }
         for t in &self.spec.tmpfs {
-            tmpfs(&mut a, limits.tmpfs_bytes, t);
+            a.tmpfs(limits.tmpfs_bytes, t);
         }
         for m in &self.spec.mounts {
-            let host = m.host.to_string_lossy().into_owned();
             let flag = if m.writable { "--bind" } else { "--ro-bind" };
-            a.extend([flag.to_string(), host, m.guest.clone()]);
+            a.push(&[flag, &m.host.to_string_lossy(), &m.guest]);
         }
         // The root itself is a private tmpfs; freeze it so only the listed mounts are writable.
-        a.extend(["--remount-ro", "/"].map(String::from));
-        a
+        a.push(&["--remount-ro", "/"]);
+        a.v
     }
 
     /// The environment, working directory and command line.
@@ -776,6 +800,27 @@ fn inheritable_fds() -> Vec<u32> {
     fds
 }
 
+/// A bubblewrap command line under construction.
+struct Args {
+    v: Vec<String>,
+    /// Whether this bubblewrap takes `--size`.
+    sizes: bool,
+}
+
+impl Args {
+    fn push(&mut self, parts: &[&str]) {
+        self.v.extend(parts.iter().map(|s| s.to_string()));
+    }
+
+    /// A tmpfs at `dir`, capped at `size` bytes where bubblewrap can.
+    fn tmpfs(&mut self, size: Option<u64>, dir: &str) {
+        if let (Some(bytes), true) = (size, self.sizes) {
+            self.push(&["--size", &bytes.to_string()]);
+        }
+        self.push(&["--tmpfs", dir]);
+    }
+}
+
 /// Copies a file, symbolic link or directory tree, leaving out whatever not every user of the
 /// host may read (such as `/etc/ssl/private`); a missing source is skipped.
 fn copy_public(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -808,7 +853,10 @@ fn copy_public(from: &Path, to: &Path) -> std::io::Result<()> {
 /// The processes whose parent is `pid`.
 fn children_of(pid: u32) -> Vec<u32> {
     if let Ok(list) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
-        return list.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+        return list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
     }
     // Kernels built without CONFIG_PROC_CHILDREN: the parent is in each process's stat.
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -936,7 +984,7 @@ fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
 fn human_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (size, unit) in UNITS {
-        if b >= size && b % size == 0 {
+        if b >= size && b.is_multiple_of(size) {
             return format!("{} {unit}", b / size);
         }
     }

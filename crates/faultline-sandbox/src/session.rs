@@ -147,9 +147,7 @@ impl Sandbox {
         };
         let greeting = tokio::time::timeout(START_TIMEOUT, read_frame(&mut conn.stdout)).await;
         let oom_raised = match greeting {
-            Ok(Ok(Some(g))) if g.starts_with(wire::GREETING) => {
-                g[wire::GREETING.len()..] == [1]
-            }
+            Ok(Ok(Some(g))) if g.starts_with(wire::GREETING) => g[wire::GREETING.len()..] == [1],
             Ok(Ok(Some(_))) => return Err(conn.lose("it sent a garbled greeting".into()).await),
             Ok(Ok(None)) => return Err(conn.lose("it exited at start".into()).await),
             Ok(Err(e)) => return Err(conn.lose(format!("reading its greeting: {e}")).await),
@@ -195,7 +193,11 @@ impl Session {
         let request = Request {
             id: conn.next_id,
             argv: req.argv.clone(),
-            env: req.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            env: req
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             workdir: req.workdir.clone(),
             timeout: Some(req.timeout),
             cap: req.output_cap,

@@ -102,8 +102,14 @@ fn run(req: &Request) -> Reply {
     };
     let pid = Pid::from_child(&child);
     let mut pipes = [
-        Pipe::new(child.stdout.take().expect("stdout is piped").into(), req.cap),
-        Pipe::new(child.stderr.take().expect("stderr is piped").into(), req.cap),
+        Pipe::new(
+            child.stdout.take().expect("stdout is piped").into(),
+            req.cap,
+        ),
+        Pipe::new(
+            child.stderr.take().expect("stderr is piped").into(),
+            req.cap,
+        ),
     ];
     // Without a pidfd (kernels before 5.3) the command's exit is noticed by polling.
     let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
@@ -137,7 +143,9 @@ fn run(req: &Request) -> Reply {
             reaper.kill_everyone();
         }
     }
-    let status = reaper.main_status.expect("the loop ends after the command exits");
+    let status = reaper
+        .main_status
+        .expect("the loop ends after the command exits");
     let [stdout, stderr] = pipes.map(|p| p.buf.finish(req.cap));
     let (exit_code, signal) = if timed_out {
         (None, Some(Signal::KILL.as_raw()))
@@ -217,7 +225,9 @@ impl Reaper {
                 return;
             }
             if start.elapsed() > KILL_PATIENCE {
-                eprintln!("faultline-supervisor: processes survive SIGKILL after {KILL_PATIENCE:?}");
+                eprintln!(
+                    "faultline-supervisor: processes survive SIGKILL after {KILL_PATIENCE:?}"
+                );
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -272,11 +282,7 @@ impl Pipe {
 
 /// Waits until a pipe has data or closes, `exit_fd` (a pidfd) reports an exit, or `wait`
 /// passes, then reads what the pipes have; returns whether the pidfd fired.
-fn wait_and_read(
-    pipes: &mut [Pipe; 2],
-    exit_fd: Option<&OwnedFd>,
-    wait: Option<Duration>,
-) -> bool {
+fn wait_and_read(pipes: &mut [Pipe; 2], exit_fd: Option<&OwnedFd>, wait: Option<Duration>) -> bool {
     let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
     let mut owners = Vec::with_capacity(2);
     for (i, pipe) in pipes.iter().enumerate() {

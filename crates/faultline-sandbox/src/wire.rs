@@ -77,7 +77,10 @@ impl Encoder {
 struct Decoder<'a>(&'a [u8]);
 
 fn malformed(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("malformed frame: {what}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("malformed frame: {what}"),
+    )
 }
 
 impl Decoder<'_> {
@@ -93,10 +96,14 @@ impl Decoder<'_> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> io::Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> io::Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn bool(&mut self) -> io::Result<bool> {
         match self.u8()? {

@@ -6,8 +6,7 @@
 //! whose protection the host cannot provide.
 
 use faultline_sandbox::{
-    ExecOutput, ExecRequest, Limits, Mount, Protection, Sandbox, SandboxError, SandboxSpec,
-    Session,
+    ExecOutput, ExecRequest, Limits, Mount, Protection, Sandbox, SandboxError, SandboxSpec, Session,
 };
 use std::io::Read;
 use std::net::TcpListener;
@@ -19,8 +18,8 @@ const SUPERVISOR: &str = env!("CARGO_BIN_EXE_faultline-supervisor");
 
 /// A way to run commands: a fresh sandbox each time, or one session.
 enum Runner {
-    Exec(Sandbox),
-    Session(Session),
+    Exec(Box<Sandbox>),
+    Session(Box<Session>),
 }
 
 impl Runner {
@@ -54,7 +53,10 @@ impl Runner {
 async fn runners(spec: SandboxSpec) -> [Runner; 2] {
     let sb = Sandbox::new(spec).unwrap();
     let session = sb.start_session_with(SUPERVISOR.as_ref()).await.unwrap();
-    [Runner::Exec(sb), Runner::Session(session)]
+    [
+        Runner::Exec(Box::new(sb)),
+        Runner::Session(Box::new(session)),
+    ]
 }
 
 fn workspace_spec(dir: &Path) -> SandboxSpec {
@@ -128,12 +130,20 @@ async fn host_paths_that_are_not_mounted_cannot_be_read() {
                 r.name()
             );
             assert!(text.contains("No such file"), "{}: {t}:\n{text}", r.name());
-            assert!(!text.contains("THE-HIDDEN-ORACLE"), "{}: {t}:\n{text}", r.name());
+            assert!(
+                !text.contains("THE-HIDDEN-ORACLE"),
+                "{}: {t}:\n{text}",
+                r.name()
+            );
         }
         let out = r.bash("ls /").await;
         let top: Vec<&str> = out.stdout.text.lines().collect();
         for absent in ["root", "home", "work", "srv", "mnt", "var", "boot"] {
-            assert!(!top.contains(&absent), "{}: /{absent} is visible: {top:?}", r.name());
+            assert!(
+                !top.contains(&absent),
+                "{}: /{absent} is visible: {top:?}",
+                r.name()
+            );
         }
     }
 }
@@ -161,10 +171,18 @@ async fn the_network_is_unreachable_including_the_hosts_loopback() {
         let text = all_output(&out);
         assert!(!text.contains("CONNECTED"), "{}:\n{text}", r.name());
         assert!(text.contains("Connection refused"), "{}:\n{text}", r.name());
-        assert!(text.contains("Network is unreachable"), "{}:\n{text}", r.name());
+        assert!(
+            text.contains("Network is unreachable"),
+            "{}:\n{text}",
+            r.name()
+        );
         assert!(text.contains("NO-DNS"), "{}:\n{text}", r.name());
         let ifaces: Vec<&str> = out.stdout.text.split_whitespace().collect();
-        assert!(ifaces.iter().all(|i| *i == "lo" || i.starts_with("NO-")), "{}: {ifaces:?}", r.name());
+        assert!(
+            ifaces.iter().all(|i| *i == "lo" || i.starts_with("NO-")),
+            "{}: {ifaces:?}",
+            r.name()
+        );
         match listener.accept() {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             other => panic!("{}: the host listener was reached: {other:?}", r.name()),
@@ -194,7 +212,9 @@ async fn nothing_outside_the_workspace_can_be_written() {
             "/run/faultline-supervisor",
         ] {
             let out = r
-                .bash(&format!("echo x > {target} && echo WROTE; mkdir {target}.d && echo MADE"))
+                .bash(&format!(
+                    "echo x > {target} && echo WROTE; mkdir {target}.d && echo MADE"
+                ))
                 .await;
             let text = all_output(&out);
             assert!(
@@ -203,9 +223,13 @@ async fn nothing_outside_the_workspace_can_be_written() {
                 r.name()
             );
             assert!(
-                ["Read-only file system", "Permission denied", "No such file or directory"]
-                    .iter()
-                    .any(|m| text.contains(m)),
+                [
+                    "Read-only file system",
+                    "Permission denied",
+                    "No such file or directory"
+                ]
+                .iter()
+                .any(|m| text.contains(m)),
                 "{}: {target}:\n{text}",
                 r.name()
             );
@@ -219,14 +243,27 @@ async fn nothing_outside_the_workspace_can_be_written() {
             )
             .await;
         let text = all_output(&out);
-        assert!(!text.contains("WRITABLE") && !text.contains("WROTE"), "{}:\n{text}", r.name());
-        assert!(text.contains("Read-only file system"), "{}:\n{text}", r.name());
-        let out = r.bash("chmod 777 /vendor/f || mount -t tmpfs x /mnt || echo FAILED").await;
+        assert!(
+            !text.contains("WRITABLE") && !text.contains("WROTE"),
+            "{}:\n{text}",
+            r.name()
+        );
+        assert!(
+            text.contains("Read-only file system"),
+            "{}:\n{text}",
+            r.name()
+        );
+        let out = r
+            .bash("chmod 777 /vendor/f || mount -t tmpfs x /mnt || echo FAILED")
+            .await;
         assert!(out.stdout.text.contains("FAILED"), "{}: {out:?}", r.name());
         let out = r.bash("echo ok > /workspace/ok && cat /workspace/ok").await;
         assert_eq!(out.stdout.text, "ok\n", "{}", r.name());
     }
-    assert_eq!(std::fs::read_to_string(ro.path().join("f")).unwrap(), "original");
+    assert_eq!(
+        std::fs::read_to_string(ro.path().join("f")).unwrap(),
+        "original"
+    );
     assert!(!ro.path().join("new").exists());
 }
 
@@ -234,7 +271,10 @@ async fn nothing_outside_the_workspace_can_be_written() {
 async fn the_harness_and_the_sandboxs_init_cannot_be_signalled() {
     let dir = tempfile::tempdir().unwrap();
     let me = std::process::id();
-    let mut bystander = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
     let bystander_pid = bystander.id();
     for r in runners(workspace_spec(dir.path())).await {
         let out = r
@@ -253,7 +293,10 @@ async fn the_harness_and_the_sandboxs_init_cannot_be_signalled() {
         let out = r.bash("echo alive").await;
         assert_eq!(out.stdout.text, "alive\n", "{}", r.name());
     }
-    assert!(bystander.try_wait().unwrap().is_none(), "the bystander was killed");
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "the bystander was killed"
+    );
     bystander.kill().unwrap();
     bystander.wait().unwrap();
 }
@@ -284,14 +327,22 @@ async fn a_fork_bomb_is_bounded_and_ends_at_the_timeout() {
         let took = start.elapsed();
         assert!(out.timed_out, "{}: {out:?}", r.name());
         assert!(out.process_limit_hit, "{}: {out:?}", r.name());
-        assert!(took < timeout + Duration::from_secs(5), "{}: took {took:?}", r.name());
+        assert!(
+            took < timeout + Duration::from_secs(5),
+            "{}: took {took:?}",
+            r.name()
+        );
         assert!(
             all_output(&out).contains("Resource temporarily unavailable"),
             "{}: {out:?}",
             r.name()
         );
         let survivors = host_processes_with(&mark);
-        assert!(survivors.is_empty(), "{}: survivors:\n{survivors:#?}", r.name());
+        assert!(
+            survivors.is_empty(),
+            "{}: survivors:\n{survivors:#?}",
+            r.name()
+        );
         let out = r.bash("echo recovered").await;
         assert_eq!(out.stdout.text, "recovered\n", "{}", r.name());
     }
@@ -312,7 +363,11 @@ async fn filling_tmp_and_other_tmpfs_stops_at_the_cap() {
         return;
     }
     for r in runners(spec.clone()).await {
-        for (target, cap) in [("/tmp", 8u64 << 20), ("/scratch", 4 << 20), ("/dev/shm", 2 << 20)] {
+        for (target, cap) in [
+            ("/tmp", 8u64 << 20),
+            ("/scratch", 4 << 20),
+            ("/dev/shm", 2 << 20),
+        ] {
             let out = r
                 .bash(&format!(
                     "head -c 64M /dev/zero > {target}/fill; echo status=$?; stat -c %s {target}/fill; \
@@ -320,14 +375,24 @@ async fn filling_tmp_and_other_tmpfs_stops_at_the_cap() {
                 ))
                 .await;
             let text = all_output(&out);
-            assert!(text.contains("No space left on device"), "{}: {target}:\n{text}", r.name());
+            assert!(
+                text.contains("No space left on device"),
+                "{}: {target}:\n{text}",
+                r.name()
+            );
             assert!(text.contains("status=1"), "{}: {target}:\n{text}", r.name());
             let written: u64 = out.stdout.text.lines().nth(1).unwrap().parse().unwrap();
             assert!(written <= cap, "{}: {target}: {written} > {cap}", r.name());
         }
         // No way around the caps: no nested user namespace to mount a tmpfs of one's own.
-        let out = r.bash("unshare -Urm sh -c 'mount -t tmpfs x /mnt && echo MOUNTED'").await;
-        assert!(!all_output(&out).contains("MOUNTED"), "{}: {out:?}", r.name());
+        let out = r
+            .bash("unshare -Urm sh -c 'mount -t tmpfs x /mnt && echo MOUNTED'")
+            .await;
+        assert!(
+            !all_output(&out).contains("MOUNTED"),
+            "{}: {out:?}",
+            r.name()
+        );
         assert!(!out.success(), "{}: {out:?}", r.name());
     }
 }
@@ -367,7 +432,10 @@ async fn printing_100_mb_keeps_memory_bounded_and_counts_what_was_cut() {
         assert_eq!(s.elided_chars, 100_000_008 - 1000, "{}", r.name());
         assert!(s.text.starts_with("STARTaaa"), "{}", r.name());
         assert!(s.text.ends_with("aaaEND"), "{}", r.name());
-        assert!(s.text.contains("[... 99999008 characters elided; 100000008 in all ...]"));
+        assert!(
+            s.text
+                .contains("[... 99999008 characters elided; 100000008 in all ...]")
+        );
         assert!(s.text.len() < 1100, "{}: {}", r.name(), s.text.len());
     }
     let grew = peak_rss().saturating_sub(before);
@@ -378,10 +446,20 @@ async fn printing_100_mb_keeps_memory_bounded_and_counts_what_was_cut() {
 async fn binary_output_is_rendered_lossily_and_flagged() {
     let dir = tempfile::tempdir().unwrap();
     for r in runners(workspace_spec(dir.path())).await {
-        let out = r.bash("printf 'ok\\xff\\xfe\\x00\\x80end'; printf '\\xc3' >&2").await;
-        assert!(out.stdout.lossy && out.stderr.lossy, "{}: {out:?}", r.name());
+        let out = r
+            .bash("printf 'ok\\xff\\xfe\\x00\\x80end'; printf '\\xc3' >&2")
+            .await;
+        assert!(
+            out.stdout.lossy && out.stderr.lossy,
+            "{}: {out:?}",
+            r.name()
+        );
         assert_eq!(out.stdout.total_bytes, 9, "{}", r.name());
-        assert!(out.stdout.text.starts_with("ok\u{fffd}"), "{}: {out:?}", r.name());
+        assert!(
+            out.stdout.text.starts_with("ok\u{fffd}"),
+            "{}: {out:?}",
+            r.name()
+        );
         assert!(out.stdout.text.ends_with("end"), "{}: {out:?}", r.name());
         assert_eq!(out.stderr.text, "\u{fffd}", "{}", r.name());
     }
@@ -409,7 +487,11 @@ async fn a_command_that_never_ends_is_killed_with_everything_it_started() {
         assert!(start.elapsed() < Duration::from_secs(5), "{}", r.name());
         // Checked the moment exec returns: nothing may still be running.
         let survivors = host_processes_with(&mark);
-        assert!(survivors.is_empty(), "{}: survivors:\n{survivors:#?}", r.name());
+        assert!(
+            survivors.is_empty(),
+            "{}: survivors:\n{survivors:#?}",
+            r.name()
+        );
     }
 }
 
@@ -440,7 +522,10 @@ async fn session_commands_cannot_reach_the_supervisor_or_outlive_their_turn() {
             ))
             .await
             .unwrap();
-        assert_eq!(out.stdout.text, "ptrace=-1 Operation not permitted\n", "{out:?}");
+        assert_eq!(
+            out.stdout.text, "ptrace=-1 Operation not permitted\n",
+            "{out:?}"
+        );
     }
     // Bytes that look like a reply are just output.
     let out = s
@@ -470,7 +555,10 @@ async fn session_commands_cannot_reach_the_supervisor_or_outlive_their_turn() {
         .unwrap();
     let procs: Vec<&str> = out.stdout.text.lines().map(str::trim).collect();
     assert_eq!(procs.len(), 2, "{procs:?}");
-    assert!(procs[0].starts_with("1 /run/faultline-supervisor"), "{procs:?}");
+    assert!(
+        procs[0].starts_with("1 /run/faultline-supervisor"),
+        "{procs:?}"
+    );
     s.close().await.unwrap();
 }
 
@@ -481,18 +569,28 @@ async fn a_dead_supervisor_is_reported_and_a_new_session_works() {
     let spec = workspace_spec(dir.path()).env("FAULTLINE_TEST_MARK", &mark);
     let sb = Sandbox::new(spec).unwrap();
     let s = sb.start_session_with(SUPERVISOR.as_ref()).await.unwrap();
-    assert!(s.exec(&ExecRequest::bash("true", Duration::from_secs(10))).await.unwrap().success());
+    assert!(
+        s.exec(&ExecRequest::bash("true", Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .success()
+    );
     // Nothing inside can kill it, so the host does: the supervisor is the process running our
     // binary with this test's mark in its environment.
     let pid = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
         .find(|e| {
-            std::fs::read(e.path().join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == format!("FAULTLINE_TEST_MARK={mark}").as_bytes()))
-                && std::fs::read_link(e.path().join("exe"))
-                    .is_ok_and(|exe| exe.ends_with("faultline-supervisor"))
+            std::fs::read(e.path().join("environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|v| v == format!("FAULTLINE_TEST_MARK={mark}").as_bytes())
+            }) && std::fs::read_link(e.path().join("exe"))
+                .is_ok_and(|exe| exe.ends_with("faultline-supervisor"))
         })
         .expect("the supervisor process")
         .file_name();
@@ -533,11 +631,30 @@ async fn descriptors_the_harness_inherited_do_not_reach_the_sandbox() {
             ))
             .await;
         let text = all_output(&out);
-        assert_eq!(out.stdout.text.lines().next(), Some("0 1 2 3 "), "{}:\n{text}", r.name());
+        assert_eq!(
+            out.stdout.text.lines().next(),
+            Some("0 1 2 3 "),
+            "{}:\n{text}",
+            r.name()
+        );
         assert!(!text.contains("WROTE"), "{}:\n{text}", r.name());
-        assert!(text.contains("Bad file descriptor"), "{}:\n{text}", r.name());
+        assert!(
+            text.contains("Bad file descriptor"),
+            "{}:\n{text}",
+            r.name()
+        );
     }
-    let mut fds = [rustix::event::PollFd::new(&reader, rustix::event::PollFlags::IN)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    assert_eq!(rustix::event::poll(&mut fds, Some(&zero)).unwrap(), 0, "something was written");
+    let mut fds = [rustix::event::PollFd::new(
+        &reader,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    assert_eq!(
+        rustix::event::poll(&mut fds, Some(&zero)).unwrap(),
+        0,
+        "something was written"
+    );
 }
