@@ -163,9 +163,9 @@ impl Toolchain {
 /// machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Most tasks (processes and threads) alive at once in the sandbox, bubblewrap's own two
-    /// included; `None` for no limit. Enforced with a pids cgroup where the host has one
-    /// (see [`Protections::process_limit`]).
+    /// Most tasks (processes and threads) alive at once in the sandbox, counting all its
+    /// commands (one-shot and in sessions) and bubblewrap's own processes; `None` for no limit.
+    /// Enforced with a pids cgroup where the host has one (see [`Protections::process_limit`]).
     pub max_processes: Option<u32>,
     /// Size cap of the private `/tmp`, in bytes; `None` leaves tmpfs's default (half the RAM).
     pub tmp_bytes: Option<u64>,
@@ -938,7 +938,9 @@ fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
     };
     let process_limit = match (limits.max_processes, cgroup::root()) {
         (None, _) => Protection::Off,
-        (Some(n), Ok(_)) => Protection::Active(format!("pids cgroup v1, at most {n} tasks")),
+        (Some(n), Ok(_)) => Protection::Active(format!(
+            "pids cgroup v1, at most {n} tasks for the sandbox's commands together"
+        )),
         (Some(_), Err(why)) => Protection::Unavailable(why.into()),
     };
     let sizes = [

@@ -112,6 +112,7 @@ async fn host_paths_that_are_not_mounted_cannot_be_read() {
         PathBuf::from("/root"),
         PathBuf::from("/work"),
         PathBuf::from("/etc/shadow"),
+        PathBuf::from("/etc/ssl/private"),
         PathBuf::from("/home"),
     ];
     for r in runners(workspace_spec(dir.path())).await {
