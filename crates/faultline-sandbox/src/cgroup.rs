@@ -1,20 +1,23 @@
-//! A process limit per sandbox, through a cgroup of the `pids` controller (cgroup v1).
+//! Per-sandbox limits through cgroup v1: a `pids` cgroup bounds how many tasks a sandbox may
+//! have, a `cpu` cgroup how much CPU time it gets when the machine is busy.
 //!
 //! bubblewrap sets no resource limits, and `RLIMIT_NPROC` cannot stand in: the kernel does not
 //! apply it to processes whose real uid is root, which is what the sandbox's uid 1000 is on the
 //! host when the harness runs as root, and for any other uid it counts every process of that user
-//! on the host (the harness and every other sandbox), so it cannot bound one sandbox.
+//! on the host (the harness and every other sandbox), so it cannot bound one sandbox. Nor does a
+//! process limit alone keep a fork bomb from starving the machine: a thousand busy processes get
+//! a thousand shares of the CPU, unless they share one group's.
 //!
-//! The delicate part is getting bubblewrap into the cgroup before it can fork. cgroup v1 places
-//! threads one by one, so a thread of the harness moves into the cgroup and spawns bubblewrap
+//! The delicate part is getting bubblewrap into the cgroups before it can fork. cgroup v1 places
+//! threads one by one, so a thread of the harness moves into the cgroups and spawns bubblewrap
 //! from there: bubblewrap is born inside, and so is everything it starts, with no window. Moving
 //! a task costs an RCU grace period (milliseconds, more on a loaded machine), far too much to pay
-//! per command, so the thread moves once and stays: each sandbox has one cgroup and one
-//! [`Spawner`] thread living in it, and every command of the sandbox is spawned by that thread.
-//! The limit therefore bounds the sandbox as a whole, all its commands together.
+//! per command, so the thread moves once and stays: each sandbox has one set of cgroups and one
+//! [`Spawner`] thread living in them, and every command of the sandbox is spawned by that thread.
+//! The limits therefore bound the sandbox as a whole, all its commands together.
 //!
 //! cgroup v2 moves whole processes only (the race-free way there is `clone3(CLONE_INTO_CGROUP)`,
-//! which std does not offer), so on a host without a v1 `pids` hierarchy the limit is reported
+//! which std does not offer), so on a host without the v1 hierarchies the limits are reported
 //! unavailable.
 
 use std::io;
@@ -23,43 +26,83 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
 
-/// Where this process may create pids cgroups.
+/// A cgroup v1 controller the sandbox uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Controller {
+    /// `pids`: a cap on the number of tasks.
+    Pids,
+    /// `cpu`: a weight when CPUs are contended.
+    Cpu,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Pids => "pids",
+            Controller::Cpu => "cpu",
+        }
+    }
+
+    /// A setting that leaves the probe cgroup harmless.
+    fn probe_setting(self) -> (&'static str, String) {
+        match self {
+            Controller::Pids => ("pids.max", "64".into()),
+            Controller::Cpu => ("cpu.shares", "1024".into()),
+        }
+    }
+}
+
+/// Where this process may create cgroups of one controller.
 #[derive(Debug)]
-pub(crate) struct PidsRoot {
-    /// Our own cgroup's directory in the v1 `pids` hierarchy; sandboxes get subdirectories.
+pub(crate) struct Hierarchy {
+    /// Our own cgroup's directory in the controller's v1 hierarchy; sandboxes get
+    /// subdirectories.
     parent: PathBuf,
 }
 
-/// The pids hierarchy, found and tried once per process; the error says why there is none.
-pub(crate) fn root() -> Result<&'static PidsRoot, &'static str> {
-    static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
-    ROOT.get_or_init(detect).as_ref().map_err(|e| e.as_str())
+/// A controller's hierarchy, found and tried once per process; the error says why there is
+/// none.
+pub(crate) fn hierarchy(c: Controller) -> Result<&'static Hierarchy, &'static str> {
+    static PIDS: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+    static CPU: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+    let cell = match c {
+        Controller::Pids => &PIDS,
+        Controller::Cpu => &CPU,
+    };
+    cell.get_or_init(|| detect(c))
+        .as_ref()
+        .map_err(|e| e.as_str())
 }
 
-fn detect() -> Result<PidsRoot, String> {
+fn detect(c: Controller) -> Result<Hierarchy, String> {
+    let name = c.name();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (mount, mount_root) = mountinfo.lines().find_map(pids_mount).ok_or_else(|| {
-        "no cgroup v1 `pids` hierarchy is mounted (cgroup v2 alone cannot place a spawn \
-             race-free without clone3)"
-            .to_string()
-    })?;
-    let own = own_cgroup("/proc/self/cgroup")
-        .ok_or("this process has no cgroup in the `pids` hierarchy")?;
-    let root = PidsRoot {
+    let (mount, mount_root) = mountinfo
+        .lines()
+        .find_map(|l| v1_mount(l, name))
+        .ok_or_else(|| {
+            format!(
+                "no cgroup v1 `{name}` hierarchy is mounted (on cgroup v2 alone a spawn cannot \
+                 be placed race-free without clone3)"
+            )
+        })?;
+    let own = own_cgroup("/proc/self/cgroup", name)
+        .ok_or_else(|| format!("this process has no cgroup in the `{name}` hierarchy"))?;
+    let hierarchy = Hierarchy {
         parent: join_cgroup(&mount, &mount_root, &own),
     };
-    sweep_stale(&root.parent);
+    sweep_stale(&hierarchy.parent);
     // Try the whole life cycle once, so a read-only or foreign hierarchy shows up here rather
     // than as a failure in the middle of a trial.
-    let probe = Spawner::start(&root, 64).map_err(|e| {
+    let (file, value) = c.probe_setting();
+    Spawner::start(vec![(&hierarchy, file, value)], None).map_err(|e| {
         format!(
-            "cannot run a thread in a pids cgroup under {}: {e}",
-            root.parent.display()
+            "cannot run a thread in a `{name}` cgroup under {}: {e}",
+            hierarchy.parent.display()
         )
     })?;
-    drop(probe);
-    Ok(root)
+    Ok(hierarchy)
 }
 
 /// Removes the cgroups of harness processes that died before cleaning up after themselves.
@@ -84,26 +127,27 @@ fn sweep_stale(parent: &Path) {
     }
 }
 
-/// The mount point and root of a mountinfo line, if it is the v1 `pids` hierarchy.
-fn pids_mount(line: &str) -> Option<(PathBuf, String)> {
+/// The mount point and root of a mountinfo line, if it is the v1 hierarchy of `controller`.
+fn v1_mount(line: &str, controller: &str) -> Option<(PathBuf, String)> {
     let (left, right) = line.split_once(" - ")?;
     let mut right = right.split(' ');
     let (fstype, _source, options) = (right.next()?, right.next()?, right.next()?);
-    if fstype != "cgroup" || !options.split(',').any(|o| o == "pids") {
+    if fstype != "cgroup" || !options.split(',').any(|o| o == controller) {
         return None;
     }
     let fields: Vec<&str> = left.split(' ').collect();
     Some((PathBuf::from(fields.get(4)?), fields.get(3)?.to_string()))
 }
 
-/// The path of this process's cgroup in the `pids` hierarchy, from a `/proc/.../cgroup` file.
-fn own_cgroup(file: &str) -> Option<String> {
+/// The path of this process's cgroup in the hierarchy of `controller`, from a
+/// `/proc/.../cgroup` file.
+fn own_cgroup(file: &str, controller: &str) -> Option<String> {
     std::fs::read_to_string(file).ok()?.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         controllers
             .split(',')
-            .any(|c| c == "pids")
+            .any(|c| c == controller)
             .then(|| path.to_string())
     })
 }
@@ -117,26 +161,26 @@ fn join_cgroup(mount: &Path, mount_root: &str, cgroup: &str) -> PathBuf {
     mount.join(relative.trim_start_matches('/'))
 }
 
-/// One sandbox's pids cgroup; removed (after killing anything left in it) when dropped.
+/// One cgroup of a sandbox; removed (after killing anything left in it) when dropped.
 #[derive(Debug)]
-struct PidsCgroup {
+struct Cgroup {
     dir: PathBuf,
 }
 
-impl PidsCgroup {
-    /// A new, empty cgroup admitting at most `max` tasks.
-    fn create(root: &PidsRoot, max: u32) -> io::Result<PidsCgroup> {
+impl Cgroup {
+    /// A new, empty cgroup with one setting written.
+    fn create(h: &Hierarchy, file: &str, value: &str) -> io::Result<Cgroup> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "faultline-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let cgroup = PidsCgroup {
-            dir: root.parent.join(name),
+        let cgroup = Cgroup {
+            dir: h.parent.join(name),
         };
         std::fs::create_dir(&cgroup.dir)?;
-        std::fs::write(cgroup.dir.join("pids.max"), max.to_string())?;
+        std::fs::write(cgroup.dir.join(file), value)?;
         Ok(cgroup)
     }
 
@@ -149,7 +193,8 @@ fn kill_members(dir: &Path) {
     let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
         return;
     };
-    // Never this process: it is in no sandbox's cgroup, but a bug must not make it kill itself.
+    // The spawner thread makes this process a member until the thread has fully exited, and
+    // this process must not kill itself.
     let me = std::process::id();
     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
         if pid as u32 == me {
@@ -161,7 +206,7 @@ fn kill_members(dir: &Path) {
     }
 }
 
-impl Drop for PidsCgroup {
+impl Drop for Cgroup {
     fn drop(&mut self) {
         // Everything the sandbox ran is normally gone by now; anything left is killed, and a
         // background thread waits for the kernel to finish tearing it down.
@@ -181,34 +226,42 @@ impl Drop for PidsCgroup {
                     return;
                 }
             }
-            tracing::warn!("pids cgroup {} is still busy; left in place", dir.display());
+            tracing::warn!("cgroup {} is still busy; left in place", dir.display());
         });
     }
 }
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A thread living in a sandbox's pids cgroup, spawning the sandbox's processes there.
+/// A thread living in a sandbox's cgroups, spawning the sandbox's processes there.
 #[derive(Debug)]
 pub(crate) struct Spawner {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    cgroup: PidsCgroup,
+    cgroups: Vec<Cgroup>,
+    /// Which of `cgroups` is the pids one, if any.
+    pids: Option<usize>,
 }
 
 impl Spawner {
-    /// Creates the cgroup, admitting at most `max` tasks (the spawner thread is one of them),
-    /// and a thread inside it.
-    pub(crate) fn start(root: &PidsRoot, max: u32) -> io::Result<Spawner> {
-        let cgroup = PidsCgroup::create(root, max)?;
-        let tasks = cgroup.dir.join("tasks");
+    /// Creates one cgroup per `(hierarchy, setting file, value)` and a thread inside them all;
+    /// `pids` says which of them counts tasks. The thread is one of the tasks.
+    pub(crate) fn start(
+        cgroups: Vec<(&Hierarchy, &str, String)>,
+        pids: Option<usize>,
+    ) -> io::Result<Spawner> {
+        let cgroups = cgroups
+            .into_iter()
+            .map(|(h, file, value)| Cgroup::create(h, file, &value))
+            .collect::<io::Result<Vec<_>>>()?;
+        let tasks: Vec<PathBuf> = cgroups.iter().map(|c| c.dir.join("tasks")).collect();
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (ready, moved) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("faultline-spawner".into())
             .spawn(move || {
                 let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
-                let entered = std::fs::write(&tasks, tid);
+                let entered = tasks.iter().try_for_each(|t| std::fs::write(t, &tid));
                 let inside = entered.is_ok();
                 let _ = ready.send(entered);
                 if inside {
@@ -216,7 +269,7 @@ impl Spawner {
                         job();
                     }
                 }
-                // Ending the thread takes it out of the cgroup, with no move to pay for.
+                // Ending the thread takes it out of the cgroups, with no move to pay for.
             })?;
         let entered = moved
             .recv()
@@ -224,12 +277,13 @@ impl Spawner {
         let spawner = Spawner {
             jobs: Some(jobs),
             thread: Some(thread),
-            cgroup,
+            cgroups,
+            pids,
         };
         entered.map(|()| spawner)
     }
 
-    /// Runs `f` on the thread inside the cgroup, so whatever it spawns starts there.
+    /// Runs `f` on the thread inside the cgroups, so whatever it spawns starts there.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> T + Send + 'static,
@@ -263,9 +317,12 @@ impl Spawner {
             .map_err(|_| io::Error::other("the spawner thread is gone"))
     }
 
-    /// How many times the limit refused a fork so far.
+    /// How many times the task limit refused a fork so far.
     pub(crate) fn limit_hits(&self) -> u64 {
-        std::fs::read_to_string(self.cgroup.dir.join("pids.events"))
+        let Some(pids) = self.pids.map(|i| &self.cgroups[i]) else {
+            return 0;
+        };
+        std::fs::read_to_string(pids.dir.join("pids.events"))
             .ok()
             .and_then(|s| {
                 s.lines()
@@ -289,21 +346,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_pids_hierarchy_in_mountinfo() {
+    fn finds_v1_hierarchies_in_mountinfo() {
         let line = "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:13 - cgroup cgroup rw,pids";
         assert_eq!(
-            pids_mount(line),
+            v1_mount(line, "pids"),
             Some((PathBuf::from("/sys/fs/cgroup/pids"), "/".into()))
         );
-        let comounted = "35 25 0:30 /ns /cg rw - cgroup cgroup rw,cpu,pids";
+        let comounted = "35 25 0:30 /ns /cg rw - cgroup cgroup rw,cpu,cpuacct";
         assert_eq!(
-            pids_mount(comounted),
+            v1_mount(comounted, "cpu"),
             Some((PathBuf::from("/cg"), "/ns".into()))
         );
+        let cpuset = "35 25 0:30 / /x rw - cgroup cgroup rw,cpuset";
+        assert_eq!(v1_mount(cpuset, "cpu"), None);
         let v2 = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
-        assert_eq!(pids_mount(v2), None);
-        let pidsish = "35 25 0:30 / /x rw - cgroup cgroup rw,pidsx";
-        assert_eq!(pids_mount(pidsish), None);
+        assert_eq!(v1_mount(v2, "pids"), None);
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub enum SandboxError {
 }
 
 /// A host directory or file made visible inside the sandbox.
+///
+/// Its host path shows inside (in `/proc/self/mountinfo`), so the path must not tell the
+/// sandboxed program anything it should not know, such as the name of the case it works on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
     /// Path on the host.
@@ -173,18 +176,27 @@ pub struct Limits {
     pub tmpfs_bytes: Option<u64>,
     /// Size cap of `/dev/shm`, in bytes.
     pub shm_bytes: Option<u64>,
+    /// How many ordinary processes' worth of CPU time the sandbox as a whole gets when the
+    /// machine's CPUs are all busy (an idle CPU is never withheld); `None` lets each of its
+    /// processes count as one, so that a fork bomb outweighs everything else. Enforced with a
+    /// `cpu` cgroup where the host has one (see [`Protections::cpu_weight`]).
+    pub cpu_weight: Option<u32>,
 }
 
 impl Default for Limits {
     /// 1024 tasks is ten times what a two-job `cargo test` of a Tokio-based crate uses and still
     /// small enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
-    /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code.
+    /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code;
+    /// a CPU weight of one process per CPU lets a lone sandbox use the whole machine, and keeps
+    /// a busy one from crowding out the harness.
     fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         Limits {
             max_processes: Some(1024),
             tmp_bytes: Some(1 << 30),
             tmpfs_bytes: Some(1 << 30),
             shm_bytes: Some(64 << 20),
+            cpu_weight: Some(cpus),
         }
     }
 }
@@ -368,6 +380,8 @@ pub struct Protections {
     pub network_isolation: Protection,
     /// The process limit ([`Limits::max_processes`]).
     pub process_limit: Protection,
+    /// The CPU weight ([`Limits::cpu_weight`]).
+    pub cpu_weight: Protection,
     /// Size caps on `/tmp`, `/dev/shm` and [`SandboxSpec::tmpfs`] ([`Limits`]).
     pub tmpfs_caps: Protection,
     /// No user namespaces inside, so no command can gain capabilities in a namespace of its
@@ -380,10 +394,11 @@ pub struct Protections {
 
 impl Protections {
     /// Each protection with a short name, in a fixed order.
-    pub fn list(&self) -> [(&'static str, &Protection); 5] {
+    pub fn list(&self) -> [(&'static str, &Protection); 6] {
         [
             ("network isolation", &self.network_isolation),
             ("process limit", &self.process_limit),
+            ("CPU weight", &self.cpu_weight),
             ("tmpfs caps", &self.tmpfs_caps),
             ("no nested user namespaces", &self.no_nested_userns),
             ("OOM killer prefers the sandbox", &self.oom_first),
@@ -466,7 +481,7 @@ pub struct Sandbox {
     etc: Arc<tempfile::TempDir>,
     features: Option<Features>,
     protections: Protections,
-    /// The thread in this sandbox's pids cgroup, started at the first command.
+    /// The thread in this sandbox's cgroups, started at the first command.
     spawner: Arc<OnceLock<Result<cgroup::Spawner, String>>>,
 }
 
@@ -665,29 +680,46 @@ impl Sandbox {
         a.extend(argv.iter().cloned());
     }
 
-    /// The spawner in this sandbox's pids cgroup, when the process limit is in force.
+    /// The spawner in this sandbox's cgroups, when a limit that needs them is in force.
     ///
     /// A limit reported active is applied to every command or the command does not run, so a
     /// failure here is an error, not a quiet downgrade.
     fn spawner(&self) -> Result<Option<&cgroup::Spawner>, SandboxError> {
-        if !self.protections.process_limit.is_active() {
+        use cgroup::Controller;
+        let mut wanted = Vec::new();
+        let mut pids = None;
+        if let (true, Some(max), Ok(h)) = (
+            self.protections.process_limit.is_active(),
+            self.spec.limits.max_processes,
+            cgroup::hierarchy(Controller::Pids),
+        ) {
+            pids = Some(wanted.len());
+            wanted.push((h, "pids.max", max.to_string()));
+        }
+        if let (true, Some(weight), Ok(h)) = (
+            self.protections.cpu_weight.is_active(),
+            self.spec.limits.cpu_weight,
+            cgroup::hierarchy(Controller::Cpu),
+        ) {
+            // cpu.shares counts 1024 for each ordinary process.
+            let shares = u64::from(weight.max(1)) * 1024;
+            wanted.push((h, "cpu.shares", shares.to_string()));
+        }
+        if wanted.is_empty() {
             return Ok(None);
         }
-        let (Some(max), Ok(root)) = (self.spec.limits.max_processes, cgroup::root()) else {
-            return Ok(None);
-        };
         match self
             .spawner
-            .get_or_init(|| cgroup::Spawner::start(root, max).map_err(|e| e.to_string()))
+            .get_or_init(|| cgroup::Spawner::start(wanted, pids).map_err(|e| e.to_string()))
         {
             Ok(spawner) => Ok(Some(spawner)),
             Err(e) => Err(SandboxError::Io(std::io::Error::other(format!(
-                "cannot set up the process limit: {e}"
+                "cannot set up the sandbox's cgroups: {e}"
             )))),
         }
     }
 
-    /// Spawns bubblewrap, inside the sandbox's cgroup when there is one.
+    /// Spawns bubblewrap, inside the sandbox's cgroups when there are some.
     async fn spawn_bwrap(
         &self,
         mut cmd: Command,
@@ -936,12 +968,23 @@ fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
     } else {
         Protection::Active("own network namespace with only loopback".into())
     };
-    let process_limit = match (limits.max_processes, cgroup::root()) {
-        (None, _) => Protection::Off,
-        (Some(n), Ok(_)) => Protection::Active(format!(
-            "pids cgroup v1, at most {n} tasks for the sandbox's commands together"
-        )),
-        (Some(_), Err(why)) => Protection::Unavailable(why.into()),
+    let process_limit = match limits.max_processes {
+        None => Protection::Off,
+        Some(n) => match cgroup::hierarchy(cgroup::Controller::Pids) {
+            Ok(_) => Protection::Active(format!(
+                "pids cgroup v1, at most {n} tasks for the sandbox's commands together"
+            )),
+            Err(why) => Protection::Unavailable(why.into()),
+        },
+    };
+    let cpu_weight = match limits.cpu_weight {
+        None => Protection::Off,
+        Some(n) => match cgroup::hierarchy(cgroup::Controller::Cpu) {
+            Ok(_) => Protection::Active(format!(
+                "cpu cgroup v1, weighs as {n} busy processes however many it runs"
+            )),
+            Err(why) => Protection::Unavailable(why.into()),
+        },
     };
     let sizes = [
         ("/tmp", limits.tmp_bytes),
@@ -975,6 +1018,7 @@ fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
     Protections {
         network_isolation,
         process_limit,
+        cpu_weight,
         tmpfs_caps,
         no_nested_userns,
         oom_first: Protection::Unavailable(
