@@ -315,17 +315,42 @@ async fn a_fork_bomb_is_bounded_and_ends_at_the_timeout() {
     if !protected(&sb.protections().process_limit, "fork bomb") {
         return;
     }
+    let weighted = sb.protections().cpu_weight.is_active();
     for r in runners(spec).await {
         let mark = marker(&format!("bomb-{}", r.name()));
         let timeout = Duration::from_secs(3);
+        // Meanwhile the host keeps starting processes, and must not wait long for a CPU.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let host = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut worst = Duration::ZERO;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    std::process::Command::new("true").status().unwrap();
+                    worst = worst.max(t.elapsed());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                worst
+            }
+        });
         let start = Instant::now();
         let out = r
             .run(&ExecRequest::bash(
-                format!("# {mark}\nbomb() {{ bomb | bomb & }}; bomb; wait; sleep 100"),
+                format!("# {mark}\nbomb() {{ bomb | bomb & }}; bomb; sleep 100"),
                 timeout,
             ))
             .await;
         let took = start.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let worst = host.join().unwrap();
+        if weighted {
+            assert!(
+                worst < Duration::from_secs(3),
+                "{}: the host waited {worst:?}",
+                r.name()
+            );
+        }
         assert!(out.timed_out, "{}: {out:?}", r.name());
         assert!(out.process_limit_hit, "{}: {out:?}", r.name());
         assert!(
