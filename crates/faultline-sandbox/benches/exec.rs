@@ -3,12 +3,14 @@
 //! bare bubblewrap measured in the same run.
 //!
 //! `cargo bench -p faultline-sandbox --bench exec [-- N]` (N defaults to 200). The methods take
-//! turns, one run each per round, so load from other processes falls on all of them alike.
+//! turns, one run each per round, so load from other processes falls on all of them alike. The
+//! sandbox's CPU weight is off here: on a busy machine it would give the sandboxed methods more
+//! CPU than the plain ones, which compete process by process.
 //! Close any descriptor the shell leaks (e.g. `cargo bench ... 3>&-`): the sandbox closes
 //! inherited descriptors with a `bash` shim, which would show in its numbers; the bench says
 //! when that is the case.
 
-use faultline_sandbox::{ExecRequest, Mount, Sandbox, SandboxSpec, Session, Toolchain};
+use faultline_sandbox::{ExecRequest, Limits, Mount, Sandbox, SandboxSpec, Session, Toolchain};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -147,7 +149,12 @@ async fn main() {
         .unwrap_or(200);
     let dir = tempfile::tempdir().unwrap();
     let toolchain = Toolchain::detect().ok();
-    let spec = SandboxSpec::new(toolchain, "/workspace").mount(Mount::rw(dir.path(), "/workspace"));
+    let spec = SandboxSpec::new(toolchain, "/workspace")
+        .mount(Mount::rw(dir.path(), "/workspace"))
+        .limits(Limits {
+            cpu_weight: None,
+            ..Limits::default()
+        });
     let sandbox = Sandbox::new(spec).unwrap();
     let session = sandbox
         .start_session_with(env!("CARGO_BIN_EXE_faultline-supervisor").as_ref())

@@ -214,14 +214,15 @@ impl Reaper {
     /// Kills every process in the sandbox but the supervisor, and reaps them.
     ///
     /// `kill(-1)` signals every process in the namespace at once, under the kernel's task-list
-    /// lock, so even a fork bomb cannot outrun it for long; it is repeated until `/proc` shows
-    /// nobody else, because a process in the middle of `fork` can still produce a child.
+    /// lock, so even a fork bomb cannot outrun it for long. It fails with `ESRCH` only when
+    /// there is nobody left to signal (dying processes and zombies still count), so it is
+    /// repeated until then: a process in the middle of `fork` can still produce a child.
     fn kill_everyone(&mut self) {
         let start = Instant::now();
         loop {
-            let _ = rustix::process::kill_process_group(Pid::INIT, Signal::KILL);
+            let sent = rustix::process::kill_process_group(Pid::INIT, Signal::KILL);
             self.reap();
-            if !others_alive() {
+            if sent == Err(rustix::io::Errno::SRCH) {
                 return;
             }
             if start.elapsed() > KILL_PATIENCE {
@@ -233,19 +234,6 @@ impl Reaper {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-}
-
-/// Whether any process but the supervisor exists in the sandbox.
-fn others_alive() -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.flatten().any(|e| {
-        e.file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|pid| pid != 1)
-    })
 }
 
 /// One of the command's output pipes, read into a capped buffer until end of file.
