@@ -5,11 +5,14 @@
 //! signalled, a private `/tmp`), only the mounts the caller lists, a cleared environment, a
 //! wall-clock timeout that kills the whole process tree, and output capped head-and-tail.
 //!
-//! bubblewrap itself bounds nothing, so the sandbox adds [`Limits`]: a process limit (a pids
-//! cgroup, which stops a fork bomb), size caps on every writable tmpfs, and no nested user
-//! namespaces (which would let a command mount an uncapped tmpfs of its own). What is in force
-//! on this machine is in [`Sandbox::protections`], for the run's records; a mechanism the host
-//! lacks is reported there rather than failing the run.
+//! bubblewrap itself bounds nothing, so the sandbox adds [`Limits`]: a process limit and a CPU
+//! weight (cgroups, which stop a fork bomb and keep it from starving the machine), size caps on
+//! every writable tmpfs, and no nested user namespaces (which would let a command mount an
+//! uncapped tmpfs of its own). It also closes what bubblewrap leaves open when the harness runs
+//! as root: `/proc/sys` is read-only (the sandbox's uid is root's on the host, and root's uid
+//! may write host-wide sysctls), and descriptors the harness inherited do not reach commands.
+//! What is in force on this machine is in [`Sandbox::protections`], for the run's records; a
+//! mechanism the host lacks is reported there rather than failing the run.
 //!
 //! A trial that runs many commands can keep one sandbox alive instead
 //! ([`Sandbox::start_session`]): a small supervisor runs as PID 1 inside it and starts each
@@ -184,8 +187,8 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 1024 tasks is ten times what a two-job `cargo test` of a Tokio-based crate uses and still
-    /// small enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
+    /// 1024 tasks leave room for a parallel build and a many-threaded test suite, and are few
+    /// enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
     /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code;
     /// a CPU weight of one process per CPU lets a lone sandbox use the whole machine, and keeps
     /// a busy one from crowding out the harness.
@@ -420,7 +423,7 @@ impl fmt::Display for Protections {
 struct Features {
     /// `--disable-userns` (bubblewrap 0.8, and a kernel with per-namespace user limits).
     disable_userns: bool,
-    /// `--size` before `--tmpfs` (bubblewrap 0.8).
+    /// `--size` before `--tmpfs` (bubblewrap 0.7).
     tmpfs_size: bool,
 }
 
@@ -488,7 +491,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// Prepares a sandbox from a spec; checks that every mount exists on the host.
     ///
-    /// The first call in a process also probes what bubblewrap and the host support (a few
+    /// The first call in a process also probes what bubblewrap and the host support (tens of
     /// milliseconds), which [`Sandbox::protections`] then reports.
     pub fn new(spec: SandboxSpec) -> Result<Self, SandboxError> {
         for m in &spec.mounts {
@@ -995,7 +998,7 @@ fn protections(spec: &SandboxSpec, features: Option<Features>) -> Protections {
         _ if sizes.iter().all(|(_, s)| s.is_none()) => Protection::Off,
         None => no_bwrap(),
         Some(f) if !f.tmpfs_size => {
-            Protection::Unavailable("this bubblewrap has no --size (0.8 or later needed)".into())
+            Protection::Unavailable("this bubblewrap has no --size (0.7 or later needed)".into())
         }
         Some(_) => Protection::Active(
             sizes

@@ -1,17 +1,4 @@
-//! A sandbox kept alive for a whole trial.
-//!
-//! A one-shot [`Sandbox::exec`] pays for bubblewrap every time: new namespaces, a dozen mounts,
-//! a procfs. A [`Session`] pays once: one bubblewrap runs the supervisor
-//! ([`crate::supervisor`]) as PID 1, and each command is one request on a pipe and one plain
-//! spawn inside. The semantics stay those of `exec` (timeout kills everything the command
-//! started, nothing outlives it, output capped), with one difference that follows from keeping
-//! the sandbox: the tmpfs mounts (`/tmp`, [`SandboxSpec::tmpfs`](crate::SandboxSpec::tmpfs))
-//! keep their files from one command to the next, as a container's would.
-//!
-//! The supervisor is a separate binary ([`SUPERVISOR_BIN`]), since it runs inside the sandbox's
-//! namespaces where the harness cannot. A Rust binary rather than a script, because it must make
-//! itself non-dumpable and reap every orphan as PID 1, which a shell cannot; see
-//! [`supervisor_path`] for where it is looked for.
+//! A sandbox kept alive for a whole trial: the harness's side of a [`Session`].
 
 use crate::wire::{self, Reply, Request};
 use crate::{
@@ -77,7 +64,20 @@ pub fn supervisor_path() -> Result<PathBuf, SandboxError> {
         })
 }
 
-/// A sandbox kept alive for many commands; see the [module docs](self).
+/// A sandbox kept alive for many commands.
+///
+/// A one-shot [`Sandbox::exec`] pays for bubblewrap every time: new namespaces, a dozen mounts,
+/// a procfs. A session pays once: one bubblewrap runs the supervisor ([`crate::supervisor`]) as
+/// PID 1, and each command is one request on a pipe and one plain spawn inside. The semantics
+/// stay those of `exec` (timeout kills everything the command started, nothing outlives it,
+/// output capped, same limits), with one difference that follows from keeping the sandbox: the
+/// tmpfs mounts (`/tmp`, [`SandboxSpec::tmpfs`](crate::SandboxSpec::tmpfs)) keep their files
+/// from one command to the next, as a container's would.
+///
+/// The supervisor is a separate binary ([`SUPERVISOR_BIN`]), since it runs inside the sandbox's
+/// namespaces where the harness cannot. It is Rust rather than a script because it must make
+/// itself non-dumpable and reap every orphan as PID 1, which a shell cannot; see
+/// [`supervisor_path`] for where it is looked for.
 ///
 /// Commands run one at a time, in the order their [`Session::exec`] calls take the session's
 /// lock. Dropping the session kills the sandbox and everything in it.
