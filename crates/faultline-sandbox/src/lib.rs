@@ -530,6 +530,28 @@ impl Sandbox {
         )?;
         let features = features();
         let protections = protections(&spec, features);
+        // Said once per process, for what the host lacks (not for what only sessions have).
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        let lacking: Vec<String> = [
+            ("process limit", &protections.process_limit),
+            ("CPU weight", &protections.cpu_weight),
+            ("tmpfs caps", &protections.tmpfs_caps),
+            ("no nested user namespaces", &protections.no_nested_userns),
+        ]
+        .iter()
+        .filter_map(|(name, p)| match p {
+            Protection::Unavailable(why) => Some(format!("{name} ({why})")),
+            _ => None,
+        })
+        .collect();
+        if !lacking.is_empty() {
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "sandbox protections unavailable here: {}",
+                    lacking.join("; ")
+                )
+            });
+        }
         Ok(Sandbox {
             spec,
             etc: Arc::new(etc),
