@@ -10,7 +10,9 @@
 //! inherited descriptors with a `bash` shim, which would show in its numbers; the bench says
 //! when that is the case.
 
-use faultline_sandbox::{ExecRequest, Limits, Mount, Sandbox, SandboxSpec, Session, Toolchain};
+use faultline_sandbox::{
+    ExecRequest, Mount, ResourceLimits, Sandbox, SandboxSpec, Session, Toolchain,
+};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -151,9 +153,9 @@ async fn main() {
     let toolchain = Toolchain::detect().ok();
     let spec = SandboxSpec::new(toolchain, "/workspace")
         .mount(Mount::rw(dir.path(), "/workspace"))
-        .limits(Limits {
+        .limits(ResourceLimits {
             cpu_weight: None,
-            ..Limits::default()
+            ..ResourceLimits::default()
         });
     let sandbox = Sandbox::new(spec).unwrap();
     let session = sandbox

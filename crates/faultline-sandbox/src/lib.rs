@@ -5,7 +5,7 @@
 //! signalled, a private `/tmp`), only the mounts the caller lists, a cleared environment, a
 //! wall-clock timeout that kills the whole process tree, and output capped head-and-tail.
 //!
-//! bubblewrap itself bounds nothing, so the sandbox adds [`Limits`]: a process limit and a CPU
+//! bubblewrap itself bounds nothing, so the sandbox adds [`ResourceLimits`]: a process limit and a CPU
 //! weight (cgroups, which stop a fork bomb and keep it from starving the machine), size caps on
 //! every writable tmpfs, and no nested user namespaces (which would let a command mount an
 //! uncapped tmpfs of its own). It also closes what bubblewrap leaves open when the harness runs
@@ -162,13 +162,13 @@ impl Toolchain {
     }
 }
 
-/// Resource limits of a sandbox; [`Limits::default`] suits agents and builds alike.
+/// Resource limits of a sandbox; [`ResourceLimits::default`] suits agents and builds alike.
 ///
 /// Each is enforced by the kernel, not by watching: a fork past the process limit fails with
 /// `EAGAIN`, a write past a tmpfs cap with `ENOSPC`, both visible to the command like on any full
 /// machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub struct ResourceLimits {
     /// Most tasks (processes and threads) alive at once in the sandbox, counting all its
     /// commands (one-shot and in sessions) and bubblewrap's own processes; `None` for no limit.
     /// Enforced with a pids cgroup where the host has one (see [`Protections::process_limit`]).
@@ -186,7 +186,7 @@ pub struct Limits {
     pub cpu_weight: Option<u32>,
 }
 
-impl Default for Limits {
+impl Default for ResourceLimits {
     /// 1024 tasks leave room for a parallel build and a many-threaded test suite, and are few
     /// enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
     /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code;
@@ -194,7 +194,7 @@ impl Default for Limits {
     /// a busy one from crowding out the harness.
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        Limits {
+        ResourceLimits {
             max_processes: Some(1024),
             tmp_bytes: Some(1 << 30),
             tmpfs_bytes: Some(1 << 30),
@@ -220,7 +220,7 @@ pub struct SandboxSpec {
     /// The toolchain to mount at [`TOOLCHAIN_GUEST`], if any.
     pub toolchain: Option<Toolchain>,
     /// Resource limits.
-    pub limits: Limits,
+    pub limits: ResourceLimits,
 }
 
 impl SandboxSpec {
@@ -241,7 +241,7 @@ impl SandboxSpec {
             env,
             workdir: workdir.into(),
             toolchain,
-            limits: Limits::default(),
+            limits: ResourceLimits::default(),
         }
     }
 
@@ -258,7 +258,7 @@ impl SandboxSpec {
     }
 
     /// Replaces the resource limits.
-    pub fn limits(mut self, limits: Limits) -> Self {
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -381,11 +381,11 @@ impl fmt::Display for Protection {
 pub struct Protections {
     /// No network: a namespace of its own with only loopback (not the host's).
     pub network_isolation: Protection,
-    /// The process limit ([`Limits::max_processes`]).
+    /// The process limit ([`ResourceLimits::max_processes`]).
     pub process_limit: Protection,
-    /// The CPU weight ([`Limits::cpu_weight`]).
+    /// The CPU weight ([`ResourceLimits::cpu_weight`]).
     pub cpu_weight: Protection,
-    /// Size caps on `/tmp`, `/dev/shm` and [`SandboxSpec::tmpfs`] ([`Limits`]).
+    /// Size caps on `/tmp`, `/dev/shm` and [`SandboxSpec::tmpfs`] ([`ResourceLimits`]).
     pub tmpfs_caps: Protection,
     /// No user namespaces inside, so no command can gain capabilities in a namespace of its
     /// own (and mount, for instance, an uncapped tmpfs there).

@@ -6,7 +6,8 @@
 //! whose protection the host cannot provide.
 
 use faultline_sandbox::{
-    ExecOutput, ExecRequest, Limits, Mount, Protection, Sandbox, SandboxError, SandboxSpec, Session,
+    ExecOutput, ExecRequest, Mount, Protection, ResourceLimits, Sandbox, SandboxError, SandboxSpec,
+    Session,
 };
 use std::io::Read;
 use std::net::TcpListener;
@@ -307,9 +308,9 @@ async fn a_fork_bomb_is_bounded_and_ends_at_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     // A lower limit than the default, so the bomb reaches it within the timeout however loaded
     // the machine is; the mechanism is the same.
-    let spec = workspace_spec(dir.path()).limits(Limits {
+    let spec = workspace_spec(dir.path()).limits(ResourceLimits {
         max_processes: Some(200),
-        ..Limits::default()
+        ..ResourceLimits::default()
     });
     let sb = Sandbox::new(spec.clone()).unwrap();
     if !protected(&sb.protections().process_limit, "fork bomb") {
@@ -377,11 +378,11 @@ async fn a_fork_bomb_is_bounded_and_ends_at_the_timeout() {
 #[tokio::test]
 async fn filling_tmp_and_other_tmpfs_stops_at_the_cap() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = workspace_spec(dir.path()).limits(Limits {
+    let mut spec = workspace_spec(dir.path()).limits(ResourceLimits {
         tmp_bytes: Some(8 << 20),
         tmpfs_bytes: Some(4 << 20),
         shm_bytes: Some(2 << 20),
-        ..Limits::default()
+        ..ResourceLimits::default()
     });
     spec.tmpfs.push("/scratch".into());
     let sb = Sandbox::new(spec.clone()).unwrap();
