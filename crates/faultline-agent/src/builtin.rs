@@ -195,7 +195,7 @@ impl BuiltinAgent {
                 limits.output_cap_chars
             };
             let req = ExecRequest::bash(format!("exec 2>&1\n{}", parsed.command), timeout).cap(cap);
-            let out = match env.sandbox.exec(&req).await {
+            let out = match env.exec(&req).await {
                 Ok(o) => o,
                 Err(e) => {
                     rec.finish(ExitStatus::SandboxError, None, Some(e.to_string()))?;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
 use faultline_corpus::workspace::{copy_preserving, install_reproducer};
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase};
-use faultline_sandbox::{Sandbox, Toolchain};
+use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
 use faultline_schema::{Condition, Task, Track};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -58,7 +58,19 @@ pub struct TrialEnv {
     pub pristine: PathBuf,
     /// The sandbox over the workspace.
     pub sandbox: Sandbox,
+    session: tokio::sync::Mutex<SessionState>,
     _dir: tempfile::TempDir,
+}
+
+/// Whether the trial's commands go through one long-lived sandbox.
+#[derive(Debug)]
+enum SessionState {
+    /// Not started yet.
+    NotStarted,
+    /// Running.
+    Live(Session),
+    /// Sessions are not available here; every command gets a one-shot sandbox.
+    OneShot,
 }
 
 impl TrialEnv {
@@ -95,8 +107,47 @@ impl TrialEnv {
             workspace,
             pristine: agent.workspace.clone(),
             sandbox,
+            session: tokio::sync::Mutex::new(SessionState::NotStarted),
             _dir: dir,
         })
+    }
+
+    /// Runs one command of the agent. Commands share one long-lived sandbox (a session) when
+    /// the supervisor is available, which costs about a plain process spawn per command; a lost
+    /// session is restarted once, and without a supervisor each command gets its own sandbox.
+    pub async fn exec(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let mut state = self.session.lock().await;
+        if matches!(*state, SessionState::NotStarted) {
+            *state = match self.sandbox.start_session().await {
+                Ok(s) => SessionState::Live(s),
+                Err(SandboxError::NoSupervisor(why)) => {
+                    tracing::info!("sandbox sessions unavailable ({why}); one sandbox per command");
+                    SessionState::OneShot
+                }
+                Err(e) => return Err(e),
+            };
+        }
+        match &*state {
+            SessionState::Live(session) => match session.exec(req).await {
+                Err(SandboxError::SessionLost(why)) => {
+                    tracing::warn!("sandbox session lost ({why}); starting a new one");
+                    let fresh = self.sandbox.start_session().await?;
+                    let out = fresh.exec(req).await;
+                    *state = SessionState::Live(fresh);
+                    out
+                }
+                other => other,
+            },
+            _ => {
+                let out = self.sandbox.exec(req).await?;
+                // bubblewrap's own failures (a mount it cannot make) are on its standard error;
+                // the agent's commands write theirs to standard output (`exec 2>&1`).
+                if out.exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
+                    return Err(SandboxError::Unavailable(out.stderr.text.trim().to_string()));
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// The unified diff of everything changed in the workspace so far, and its SHA-256.

@@ -29,7 +29,7 @@ pub mod supervisor;
 mod wire;
 
 pub use capture::{CappedBuffer, CapturedText};
-pub use session::{SUPERVISOR_BIN, Session, supervisor_path};
+pub use session::{SUPERVISOR_BIN, Session, supervisor_path, use_supervisor};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -39,6 +39,9 @@ const DIAGNOSTIC_CAP: usize = 2000;
 /// alone does not, so callers should treat [`SandboxError::NoSupervisor`] as "fall back to
 /// [`Sandbox::exec`]".
 pub fn supervisor_path() -> Result<PathBuf, SandboxError> {
+    if let Some(p) = SUPERVISOR_OVERRIDE.get() {
+        return Ok(p.clone());
+    }
     if let Some(p) = std::env::var_os("FAULTLINE_SUPERVISOR") {
         let p = PathBuf::from(p);
         return if p.is_file() {
@@ -62,6 +65,15 @@ pub fn supervisor_path() -> Result<PathBuf, SandboxError> {
                 exe.display()
             ))
         })
+}
+
+static SUPERVISOR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the supervisor binary for this process, ahead of every other place it is looked for.
+/// A program that runs [`crate::supervisor::main`] itself when started as [`SUPERVISOR_BIN`] can
+/// name its own executable, so sessions work wherever that program does.
+pub fn use_supervisor(path: PathBuf) {
+    let _ = SUPERVISOR_OVERRIDE.set(path);
 }
 
 /// A sandbox kept alive for many commands.
