@@ -143,7 +143,9 @@ impl TrialEnv {
                 // bubblewrap's own failures (a mount it cannot make) are on its standard error;
                 // the agent's commands write theirs to standard output (`exec 2>&1`).
                 if out.exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
-                    return Err(SandboxError::Unavailable(out.stderr.text.trim().to_string()));
+                    return Err(SandboxError::Unavailable(
+                        out.stderr.text.trim().to_string(),
+                    ));
                 }
                 Ok(out)
             }

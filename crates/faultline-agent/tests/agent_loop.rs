@@ -534,11 +534,74 @@ async fn an_external_agent_gets_the_task_and_submits() {
 #[tokio::test]
 async fn nothing_in_the_sandbox_names_the_case() {
     let script = vec![
-        tool("cat /proc/self/mountinfo; env; ls -la / /workspace /vendor | head -100", 1, 1),
+        tool(
+            "cat /proc/self/mountinfo; env; ls -la / /workspace /vendor | head -100",
+            1,
+            1,
+        ),
         tool("echo FAULTLINE_SUBMIT", 1, 1),
     ];
-    let (result, _server) = run(script, Protocol::OpenAiChat, true, Track::Repair, Limits::default(), None).await;
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
     let seen = &result.trajectory.steps[0].action.as_ref().unwrap().output;
     assert!(seen.contains("/workspace"), "{seen}");
-    assert!(!seen.contains("toy-agent"), "the case id leaks into the sandbox:\n{seen}");
+    assert!(
+        !seen.contains("toy-agent"),
+        "the case id leaks into the sandbox:\n{seen}"
+    );
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_start_is_a_sandbox_error() {
+    let f = fixture().await;
+    let server = ScriptedServer::start(Script::new(vec![tool("ls", 1, 1)]))
+        .await
+        .unwrap();
+    let config =
+        ModelConfig::new(Protocol::OpenAiChat, MODEL).with_base_url(server.openai_base_url());
+    let agent = BuiltinAgent {
+        client: ModelClient::new(config).unwrap(),
+        pricing: None,
+        templates: Templates::default(),
+        tool_mode: true,
+        max_output_tokens: 64,
+        temperature: None,
+        model_permits: None,
+    };
+    let task = Task {
+        schema_version: 1,
+        trial_id: "x/repair/symptom/1".into(),
+        case_id: f.case.id().into(),
+        track: Track::Repair,
+        condition: Condition::Symptom,
+        attempt: 1,
+        seed: 1,
+        crate_name: "toy-counter".into(),
+        bundle_files: vec![],
+        limits: Limits::default(),
+    };
+    let mut env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    // A directory the sandbox mounts vanishes before the first command (an operator's mistake,
+    // a cleaner deleting scratch files).
+    let doomed = tempfile::tempdir().unwrap();
+    let spec = env
+        .sandbox
+        .spec()
+        .clone()
+        .mount(faultline_sandbox::Mount::ro(doomed.path(), "/extra"));
+    env.sandbox = faultline_sandbox::Sandbox::new(spec).unwrap();
+    drop(doomed);
+    let result = agent.run(&env, None).await;
+    let t = match result {
+        Ok(r) => r.trajectory,
+        Err(e) => panic!("the harness itself failed: {e:#}"),
+    };
+    assert_eq!(t.exit_status, ExitStatus::SandboxError, "{:?}", t.error);
 }

@@ -108,7 +108,10 @@ impl DataDir {
     pub fn workspace_dir(&self, case_id: &str) -> Result<PathBuf> {
         let salt = self.salt()?;
         let digest = Sha256::digest(format!("{salt}:{case_id}").as_bytes());
-        Ok(self.root.join("workspaces").join(&hex::encode(digest)[..16]))
+        Ok(self
+            .root
+            .join("workspaces")
+            .join(&hex::encode(digest)[..16]))
     }
 
     /// A random value created once per data directory.

@@ -94,7 +94,8 @@ fn main() -> ExitCode {
     // This binary is also the in-sandbox supervisor of sandbox sessions (mounted into the
     // sandbox under that name), so sessions work wherever faultline itself runs.
     let argv0 = std::env::args_os().next().unwrap_or_default();
-    if std::path::Path::new(&argv0).file_name() == Some(faultline_sandbox::SUPERVISOR_BIN.as_ref()) {
+    if std::path::Path::new(&argv0).file_name() == Some(faultline_sandbox::SUPERVISOR_BIN.as_ref())
+    {
         return faultline_sandbox::supervisor::main();
     }
     if let Ok(exe) = std::env::current_exe() {

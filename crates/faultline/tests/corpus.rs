@@ -26,7 +26,7 @@ fn the_corpus_readme_table_is_current() {
     let regenerated = faultline_report::corpus::with_table(&readme, &manifests).unwrap();
     assert!(
         readme == regenerated,
-        "corpus/README.md is out of date: run `cargo run -- cases list --write-readme`"
+        "corpus/README.md is out of date: run `cargo run -p faultline -- cases list --write-readme`"
     );
 }
 
