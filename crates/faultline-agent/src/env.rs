@@ -68,7 +68,7 @@ enum SessionState {
     /// Not started yet.
     NotStarted,
     /// Running.
-    Live(Session),
+    Live(Box<Session>),
     /// Sessions are not available here; every command gets a one-shot sandbox.
     OneShot,
 }
@@ -119,7 +119,7 @@ impl TrialEnv {
         let mut state = self.session.lock().await;
         if matches!(*state, SessionState::NotStarted) {
             *state = match self.sandbox.start_session().await {
-                Ok(s) => SessionState::Live(s),
+                Ok(s) => SessionState::Live(Box::new(s)),
                 Err(SandboxError::NoSupervisor(why)) => {
                     tracing::info!("sandbox sessions unavailable ({why}); one sandbox per command");
                     SessionState::OneShot
@@ -133,7 +133,7 @@ impl TrialEnv {
                     tracing::warn!("sandbox session lost ({why}); starting a new one");
                     let fresh = self.sandbox.start_session().await?;
                     let out = fresh.exec(req).await;
-                    *state = SessionState::Live(fresh);
+                    *state = SessionState::Live(Box::new(fresh));
                     out
                 }
                 other => other,
