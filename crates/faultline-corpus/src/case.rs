@@ -49,6 +49,31 @@ impl std::error::Error for CaseError {}
 pub const MAX_BUNDLE_FILES: usize = 3;
 
 impl Case {
+    /// SHA-256 over the relative path and bytes of every file in the case directory (build
+    /// output excluded): the identity of what a validation checked.
+    pub fn content_sha256(&self) -> std::io::Result<String> {
+        use sha2::{Digest, Sha256};
+        let mut files = Vec::new();
+        for entry in walkdir::WalkDir::new(&self.dir)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| e.file_name() != "target")
+        {
+            let entry = entry.map_err(std::io::Error::other)?;
+            if entry.file_type().is_file() {
+                files.push(entry.into_path());
+            }
+        }
+        let mut hasher = Sha256::new();
+        for file in files {
+            let relative = file.strip_prefix(&self.dir).unwrap_or(&file);
+            hasher.update(relative.to_string_lossy().as_bytes());
+            hasher.update([0]);
+            hasher.update(fs::read(&file)?);
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
+
     /// Loads a case directory and checks its layout.
     pub fn load(dir: &Path) -> Result<Case, CaseError> {
         let err = |path: PathBuf, message: String| CaseError { path, message };

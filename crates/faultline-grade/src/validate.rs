@@ -65,6 +65,8 @@ pub async fn validate_case(
         gold: None,
         prepare_secs: 0.0,
         wall_secs: 0.0,
+        case_sha256: Some(case.content_sha256()?),
+        validated_at: None,
     };
     let prepare_started = Instant::now();
     let prepared = match prepare(

@@ -48,6 +48,14 @@ pub struct CaseValidation {
     pub prepare_secs: f64,
     /// Seconds for the whole validation of this case.
     pub wall_secs: f64,
+    /// SHA-256 over every file of the case directory when it was validated, so a report can
+    /// tell that a case changed since (absent in reports written before it was recorded).
+    #[serde(default)]
+    pub case_sha256: Option<String>,
+    /// When this case's validation finished (UTC, RFC 3339); a merged report keeps each
+    /// case's own date.
+    #[serde(default)]
+    pub validated_at: Option<String>,
 }
 
 impl CaseValidation {

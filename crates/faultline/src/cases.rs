@@ -1,13 +1,14 @@
 //! `faultline cases ...` and `faultline prepare`.
 
 use crate::Env;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use faultline_corpus::{Case, Selection};
 use faultline_grade::{ValidateOptions, validate_case};
 use faultline_sandbox::Toolchain;
 use faultline_schema::Category;
 use faultline_schema::validation::{VALIDATION_SCHEMA_VERSION, ValidationReport};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -79,9 +80,16 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Also write the report as Markdown to this file (for `corpus/VALIDATION.md`).
+    /// Also write the report as Markdown to this file (for `corpus/VALIDATION.md`), and as
+    /// JSON beside it (same name, `.json`), which `--merge` reads back.
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Keep the rows of the existing report (the JSON beside `--markdown`) for cases that this
+    /// run did not validate and that still exist, so new cases can be added to
+    /// `corpus/VALIDATION.md` without validating every case again. Each row keeps its own date
+    /// and case hash, so a changed case shows as stale.
+    #[arg(long, requires = "markdown")]
+    merge: bool,
 }
 
 #[derive(Args)]
@@ -193,7 +201,8 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     let mut results = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         eprintln!("[{}/{}] validating {} ...", i + 1, cases.len(), case.id());
-        let r = validate_case(case, &env.data, &toolchain, &opts).await?;
+        let mut r = validate_case(case, &env.data, &toolchain, &opts).await?;
+        r.validated_at = Some(now_rfc3339());
         eprintln!(
             "[{}/{}] {} {} in {:.0}s (buggy fails {}/{}, gold passes {}/{})",
             i + 1,
@@ -211,7 +220,7 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     let report = ValidationReport {
         schema_version: VALIDATION_SCHEMA_VERSION,
         faultline_version: env!("CARGO_PKG_VERSION").to_string(),
-        finished_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        finished_at: now_rfc3339(),
         k: args.k,
         cases: results,
     };
@@ -229,11 +238,26 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = &args.markdown {
+        let json_path = path.with_extension("json");
+        let recorded = if args.merge && json_path.exists() {
+            let previous: ValidationReport = serde_json::from_slice(&std::fs::read(&json_path)?)
+                .with_context(|| format!("cannot read {}", json_path.display()))?;
+            let existing: BTreeSet<String> =
+                corpus.cases.iter().map(|c| c.id().to_string()).collect();
+            faultline_report::validation::merge(previous, report.clone(), &existing)
+                .map_err(anyhow::Error::msg)?
+        } else {
+            report.clone()
+        };
+        faultline_schema::io::write_atomic(
+            &json_path,
+            format!("{}\n", serde_json::to_string_pretty(&recorded)?).as_bytes(),
+        )?;
         faultline_schema::io::write_atomic(
             path,
-            faultline_report::validation::markdown(&report).as_bytes(),
+            faultline_report::validation::markdown(&recorded).as_bytes(),
         )?;
-        eprintln!("wrote {}", path.display());
+        eprintln!("wrote {} and {}", path.display(), json_path.display());
     }
     let failed = report.cases.iter().filter(|c| !c.passed).count();
     eprintln!(
@@ -246,6 +270,10 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
 async fn lock(env: &Env, ids: &[String]) -> Result<ExitCode> {

@@ -31,16 +31,46 @@ fn the_corpus_readme_table_is_current() {
 }
 
 #[test]
-fn the_validation_report_covers_every_case() {
+fn the_validation_report_covers_every_case_as_it_is_now() {
     let corpus = Corpus::load(&corpus_dir()).unwrap();
-    let report = std::fs::read_to_string(corpus_dir().join("VALIDATION.md")).unwrap_or_default();
+    let json = std::fs::read(corpus_dir().join("VALIDATION.json"))
+        .expect("corpus/VALIDATION.json is missing; run `faultline cases validate --all --markdown corpus/VALIDATION.md`");
+    let report: faultline_schema::validation::ValidationReport =
+        serde_json::from_slice(&json).unwrap();
+    let markdown = std::fs::read_to_string(corpus_dir().join("VALIDATION.md")).unwrap();
+    assert!(
+        markdown == faultline_report::validation::markdown(&report),
+        "VALIDATION.md does not match VALIDATION.json; regenerate both with `faultline cases validate`"
+    );
     for case in &corpus.cases {
         let row = report
-            .lines()
-            .find(|l| l.starts_with(&format!("| {} |", case.id())))
-            .unwrap_or_else(|| panic!("VALIDATION.md has no row for {}; regenerate it", case.id()));
-        assert!(row.ends_with("| PASS |"), "{row}");
+            .cases
+            .iter()
+            .find(|c| c.case_id == case.id())
+            .unwrap_or_else(|| {
+                panic!(
+                    "VALIDATION.json has no row for {}; validate it with --merge",
+                    case.id()
+                )
+            });
+        assert!(
+            row.passed,
+            "{} failed validation: {:?}",
+            case.id(),
+            row.problems
+        );
+        assert_eq!(
+            row.case_sha256.as_deref(),
+            Some(case.content_sha256().unwrap().as_str()),
+            "{} changed since it was validated; validate it again with --merge",
+            case.id()
+        );
     }
+    assert_eq!(
+        report.cases.len(),
+        corpus.cases.len(),
+        "rows for cases that no longer exist"
+    );
 }
 
 #[test]
