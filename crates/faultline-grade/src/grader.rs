@@ -4,7 +4,7 @@
 
 use crate::diagnosis;
 use crate::libtest::RunVerdict;
-use crate::patch::{check_tests_kept, filter_patch, split_patch};
+use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::Result;
@@ -19,6 +19,10 @@ use faultline_schema::{Diagnosis, Grade, OracleKind, Outcome, Track};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
+
+/// Version of the grading rules; part of every grade-cache key, so a change of the rules never
+/// serves a grade made under the old ones. Bump it with every change to what a grade decides.
+pub const GRADER_VERSION: u32 = 2;
 
 /// The seed of the oracle run that decides a repair (the agent never sees any seed).
 pub const PRIMARY_SEED: u64 = 1;
@@ -233,7 +237,16 @@ async fn repair_inner(
         let patched_path = bench.workspace.join(path);
         let patched = std::fs::read_to_string(&patched_path).unwrap_or_default();
         let changed = check_tests_kept(&original, &patched);
-        if !changed.is_empty() {
+        if changed.is_empty() {
+            details.applied_files.push(path.clone());
+        } else if let Some(restored) = restore_tests(&original, &patched) {
+            std::fs::write(&patched_path, restored)?;
+            details.applied_files.push(path.clone());
+            details.dropped.push(format!(
+                "{path}: changes to existing tests ({}) were dropped, the rest of the file kept",
+                changed.join(", ")
+            ));
+        } else {
             if pristine.join(path).exists() {
                 std::fs::write(&patched_path, &original)?;
             } else {
@@ -243,23 +256,28 @@ async fn repair_inner(
                 "{path}: changes existing tests ({}), so the file was kept as it was",
                 changed.join(", ")
             ));
-        } else {
-            details.applied_files.push(path.clone());
         }
     }
     bench.inject_oracle(ctx.case)?;
-    let (binaries, outcome) = build_for_grading(&bench, ctx.case).await?;
-    let Some(binaries) = binaries else {
-        let (o, err) = outcome.expect("a failed build has an outcome");
-        details.error = Some(cap(&err, 4000));
-        let reason = if o == Outcome::Timeout {
-            "the build ran out of time"
-        } else {
-            "the patched crate or the oracle does not compile"
-        };
-        return Ok((o, reason.into(), details));
+    // The oracle is built on its own first, so that its verdict does not depend on whether the
+    // crate's unit tests still compile against the patch.
+    let oracle_target = match ctx.case.manifest.oracle.kind {
+        OracleKind::External => BuildTarget::Oracle,
+        OracleKind::InCrate => BuildTarget::Lib,
     };
-    let oracle = run_oracle(&bench, &binaries, ctx.case, PRIMARY_SEED).await?;
+    let oracle_binaries = match build_or_outcome(&bench, &[oracle_target]).await? {
+        Ok(b) => b,
+        Err((o, err)) => {
+            details.error = Some(cap(&err, 4000));
+            let reason = if o == Outcome::Timeout {
+                "the build ran out of time"
+            } else {
+                "the patched crate or the oracle does not compile"
+            };
+            return Ok((o, reason.into(), details));
+        }
+    };
+    let oracle = run_oracle(&bench, &oracle_binaries, ctx.case, PRIMARY_SEED).await?;
     details.oracle = Some(verdict_name(oracle).into());
     match oracle {
         RunVerdict::Pass => {}
@@ -278,7 +296,24 @@ async fn repair_inner(
             ));
         }
     }
-    let regression = run_regression(&bench, &binaries, ctx.case).await?;
+    let regression_binaries = match build_regression(ctx, &bench, &details.applied_files).await? {
+        Ok(b) => b,
+        Err((o, err)) => {
+            details.error = Some(cap(&err, 4000));
+            let reason = if o == Outcome::Timeout {
+                "the regression tests' build ran out of time".to_string()
+            } else {
+                "the crate's own tests do not compile against the patch".to_string()
+            };
+            let outcome = if o == Outcome::Timeout {
+                Outcome::Timeout
+            } else {
+                Outcome::FailRegression
+            };
+            return Ok((outcome, reason, details));
+        }
+    };
+    let regression = run_regression(&bench, &regression_binaries, ctx.case).await?;
     details.regression_passed = Some(regression.tests_passed);
     details.regression_failures = regression.failures.clone();
     if !regression.passed {
@@ -288,6 +323,7 @@ async fn repair_inner(
             details,
         ));
     }
+    let binaries = oracle_binaries;
     if ctx.case.manifest.oracle.seeded {
         for i in 0..opts.robustness_seeds {
             let v = run_oracle(
@@ -320,31 +356,64 @@ async fn repair_inner(
     ))
 }
 
-/// Builds what grading a repair needs; on failure returns the outcome and the compiler's words.
-async fn build_for_grading(
-    bench: &Workbench,
-    case: &Case,
-) -> Result<(Option<Vec<TestBinary>>, Option<(Outcome, String)>)> {
+/// The crate's own test targets that the regression run needs.
+fn regression_targets(case: &Case) -> Vec<BuildTarget> {
     let mut targets = vec![BuildTarget::Lib];
     for t in &case.manifest.regression.targets {
         if let Some(name) = t.strip_prefix("test:") {
             targets.push(BuildTarget::Test(name.into()));
         }
     }
-    if case.manifest.oracle.kind == OracleKind::External {
-        targets.push(BuildTarget::Oracle);
-    }
-    match bench.build(&targets).await? {
-        Ok(b) => Ok((Some(b), None)),
-        Err(f) => {
-            let outcome = if f.timed_out {
-                Outcome::Timeout
-            } else {
-                Outcome::BuildError
-            };
-            Ok((None, Some((outcome, f.stderr))))
+    targets
+}
+
+/// Builds the regression tests. The tests are always trusted text: the buggy version's, and when
+/// those no longer compile against the patch (it changed an internal API they use), the fixed
+/// version's tests in the files the patch touched, as the reference fix left them.
+async fn build_regression(
+    ctx: &GradeContext<'_>,
+    bench: &Workbench,
+    applied: &[String],
+) -> Result<Result<Vec<TestBinary>, (Outcome, String)>> {
+    let targets = regression_targets(ctx.case);
+    let first = build_or_outcome(bench, &targets).await?;
+    let Err((Outcome::BuildError, first_error)) = &first else {
+        return Ok(first);
+    };
+    let mut swapped = false;
+    for path in applied {
+        let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path)) else {
+            continue;
+        };
+        let file = bench.workspace.join(path);
+        let current = std::fs::read_to_string(&file)?;
+        if let Some(text) = restore_tests(&reference, &current)
+            && text != current
+        {
+            std::fs::write(&file, text)?;
+            swapped = true;
         }
     }
+    if !swapped {
+        return Ok(Err((Outcome::BuildError, first_error.clone())));
+    }
+    build_or_outcome(bench, &targets).await
+}
+
+/// Builds targets; a failed build becomes its outcome (build error or timeout) and the compiler's
+/// words.
+async fn build_or_outcome(
+    bench: &Workbench,
+    targets: &[BuildTarget],
+) -> Result<Result<Vec<TestBinary>, (Outcome, String)>> {
+    Ok(bench.build(targets).await?.map_err(|f| {
+        let outcome = if f.timed_out {
+            Outcome::Timeout
+        } else {
+            Outcome::BuildError
+        };
+        (outcome, f.stderr)
+    }))
 }
 
 /// Runs every oracle binary once with a seed; the first non-passing verdict wins.
@@ -426,21 +495,30 @@ async fn reproduction_inner(
         ..Default::default()
     };
     let gold = diff_trees(&ctx.prepared.sources.buggy, &ctx.prepared.sources.fixed)?;
+    let mut harness = ReproHarness::Crate;
     let mut per_version = Vec::new();
     for with_gold in [false, true] {
-        let bench = Workbench::without_oracle(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
-        if with_gold && let Err(e) = bench.apply_patch(&gold.unified()) {
-            anyhow::bail!("the gold patch does not apply: {e}");
+        let patch = with_gold.then(|| gold.unified());
+        let mut built = build_reproducer(ctx, test_file, patch.as_deref(), harness).await?;
+        if let Err((_, crate_error)) = &built
+            && !with_gold
+            && ctx.case.manifest.oracle.kind == OracleKind::External
+        {
+            harness = ReproHarness::OracleDependencies;
+            built = build_reproducer(ctx, test_file, patch.as_deref(), harness)
+                .await?
+                .map_err(|(timed_out, harness_error)| {
+                    let both = format!(
+                        "as an integration test of the crate:\n{crate_error}\n\nwith the dependencies of the case's test package:\n{harness_error}"
+                    );
+                    (timed_out, both)
+                });
         }
-        install_reproducer(&bench.workspace, test_file)?;
-        let built = bench
-            .build(&[BuildTarget::Test("faultline_repro".into())])
-            .await?;
-        let binaries = match built {
+        let (bench, bin) = match built {
             Ok(b) => b,
-            Err(f) => {
-                details.error = Some(cap(&f.stderr, 4000));
-                let o = if f.timed_out {
+            Err((timed_out, error)) => {
+                details.error = Some(cap(&error, 4000));
+                let o = if timed_out {
                     Outcome::Timeout
                 } else {
                     Outcome::DoesNotCompile
@@ -452,14 +530,11 @@ async fn reproduction_inner(
                 ));
             }
         };
-        let Some(bin) = binaries.iter().find(|b| b.target == "faultline_repro") else {
-            anyhow::bail!("cargo built no faultline_repro test executable");
-        };
         let mut verdicts = Vec::new();
         for seed in 1..=u64::from(k) {
             let run = bench
                 .run(
-                    bin,
+                    &bin,
                     None,
                     &[],
                     seed,
@@ -494,7 +569,14 @@ async fn reproduction_inner(
     } else if buggy_fail_all && gold_pass_all {
         (
             Outcome::Valid,
-            format!("fails on the buggy version {k}/{k} and passes with the fix {k}/{k}"),
+            format!(
+                "fails on the buggy version {k}/{k} and passes with the fix {k}/{k}{}",
+                match harness {
+                    ReproHarness::Crate => "",
+                    ReproHarness::OracleDependencies =>
+                        " (built with the dependencies of the case's test package)",
+                }
+            ),
         )
     } else if buggy_fail_all && gold_fail_all {
         (Outcome::FailsOnBoth, "fails with the fix too".into())
@@ -515,4 +597,54 @@ async fn reproduction_inner(
         )
     };
     Ok((outcome, reason, details))
+}
+
+/// Where a reproducer is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReproHarness {
+    /// As `tests/faultline_repro.rs` of the crate, with its own dependencies and dev-dependencies,
+    /// in a copy of the agent's template (no oracle in any form).
+    Crate,
+    /// As the only test of the case's external test package, so that it may use that package's
+    /// dependencies (a test-support crate, an async runtime, a codec). The oracle's test files are
+    /// deleted and its compiled test executables and incremental state removed before the build,
+    /// so the reproducer cannot reach the oracle.
+    OracleDependencies,
+}
+
+/// Builds a reproducer on the buggy version or with a patch; `Err` carries whether the build
+/// timed out and the compiler's words.
+async fn build_reproducer(
+    ctx: &GradeContext<'_>,
+    test_file: &str,
+    patch: Option<&str>,
+    harness: ReproHarness,
+) -> Result<Result<(Workbench, TestBinary), (bool, String)>> {
+    let (bench, target) = match harness {
+        ReproHarness::Crate => {
+            let bench = Workbench::without_oracle(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+            (bench, BuildTarget::Test("faultline_repro".into()))
+        }
+        ReproHarness::OracleDependencies => {
+            let bench = Workbench::new(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+            bench.replace_oracle_tests("faultline_repro", test_file)?;
+            (bench, BuildTarget::Oracle)
+        }
+    };
+    if let Some(patch) = patch
+        && let Err(e) = bench.apply_patch(patch)
+    {
+        anyhow::bail!("the gold patch does not apply: {e}");
+    }
+    if harness == ReproHarness::Crate {
+        install_reproducer(&bench.workspace, test_file)?;
+    }
+    let binaries = match bench.build(&[target]).await? {
+        Ok(b) => b,
+        Err(f) => return Ok(Err((f.timed_out, f.stderr))),
+    };
+    let Some(bin) = binaries.into_iter().find(|b| b.target == "faultline_repro") else {
+        anyhow::bail!("cargo built no faultline_repro test executable");
+    };
+    Ok(Ok((bench, bin)))
 }

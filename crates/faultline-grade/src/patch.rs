@@ -158,6 +158,77 @@ pub fn check_tests_kept(original: &str, patched: &str) -> Vec<String> {
     }
 }
 
+/// The patched text with every top-level test item (anything under `#[cfg(test)]`, and
+/// `#[test]` functions) taken from `reference` instead: the patch's changes to tests are dropped,
+/// its other changes kept. The reference's test items go at the end of the file. `None` when
+/// either text does not parse or tests nested deeper would still differ; the caller then keeps
+/// the whole reference file.
+pub fn restore_tests(reference: &str, patched: &str) -> Option<String> {
+    let old = syn::parse_file(reference).ok()?;
+    let new = syn::parse_file(patched).ok()?;
+    let drop = top_level_test_lines(&new.items);
+    let mut out = String::new();
+    for (i, line) in patched.split_inclusive('\n').enumerate() {
+        if !drop.iter().any(|(a, b)| (*a..=*b).contains(&(i + 1))) {
+            out.push_str(line);
+        }
+    }
+    let reference_lines: Vec<&str> = reference.split_inclusive('\n').collect();
+    for (a, b) in top_level_test_lines(&old.items) {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push('\n');
+        for line in reference_lines.get(a - 1..b)? {
+            out.push_str(line);
+        }
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    check_tests_kept(reference, &out).is_empty().then_some(out)
+}
+
+/// 1-based inclusive line ranges of the top-level test items, attributes and doc comments
+/// included.
+fn top_level_test_lines(items: &[syn::Item]) -> Vec<(usize, usize)> {
+    items
+        .iter()
+        .filter(|item| {
+            let attrs = item_attrs(item);
+            has_cfg_test(attrs) || matches!(item, syn::Item::Fn(_)) && is_test_fn(attrs)
+        })
+        .filter_map(|item| {
+            let tokens: Vec<_> = item.to_token_stream().into_iter().collect();
+            let first = tokens.first()?.span().start().line;
+            let last = tokens.last()?.span().end().line;
+            Some((first, last))
+        })
+        .collect()
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item;
+    match item {
+        Item::Const(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::ExternCrate(i) => &i.attrs,
+        Item::Fn(i) => &i.attrs,
+        Item::ForeignMod(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        Item::Macro(i) => &i.attrs,
+        Item::Mod(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Trait(i) => &i.attrs,
+        Item::TraitAlias(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        Item::Union(i) => &i.attrs,
+        Item::Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
 type TestKey = (String, String);
 
 /// (label, tokens) -> count of every item in test context.
@@ -269,5 +340,33 @@ diff --git a/src/logo.png b/src/logo.png\nGIT binary patch\nliteral 3\nabc\n";
             "fn a() {\n        assert!(true);\n    }",
         );
         assert!(check_tests_kept(ORIGINAL, &reformatted).is_empty());
+    }
+
+    #[test]
+    fn changes_to_tests_are_dropped_and_the_rest_of_the_file_kept() {
+        let patched = ORIGINAL
+            .replace("fn merge() {}", "fn merge() { let _fixed = 1; }")
+            .replace("assert!(true)", "assert!(1 + 1 == 2)");
+        let restored = restore_tests(ORIGINAL, &patched).unwrap();
+        assert!(restored.contains("let _fixed = 1;"), "{restored}");
+        assert!(restored.contains("assert!(true)"), "{restored}");
+        assert!(!restored.contains("1 + 1 == 2"), "{restored}");
+        assert!(check_tests_kept(ORIGINAL, &restored).is_empty());
+        syn::parse_file(&restored).unwrap();
+    }
+
+    #[test]
+    fn deleted_tests_come_back() {
+        let patched = "fn merge() { let _fixed = 1; }\n";
+        let restored = restore_tests(ORIGINAL, patched).unwrap();
+        assert!(restored.contains("let _fixed = 1;"));
+        assert!(restored.contains("fn a()"));
+    }
+
+    #[test]
+    fn nested_test_changes_are_not_restored_piecemeal() {
+        let original = "mod inner {\n    #[test]\n    fn a() { assert!(true); }\n}\n";
+        let patched = original.replace("assert!(true)", "");
+        assert_eq!(restore_tests(original, &patched), None);
     }
 }

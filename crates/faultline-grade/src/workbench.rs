@@ -187,6 +187,56 @@ impl Workbench {
         Ok(())
     }
 
+    /// Makes the external test package hold one test file, `tests/<name>.rs`, instead of the
+    /// oracle's: the oracle's sources are deleted, and so are its compiled test executables,
+    /// incremental state and fingerprints in the shared target directory.
+    pub fn replace_oracle_tests(&self, name: &str, contents: &str) -> Result<()> {
+        let oracle = self
+            .oracle
+            .as_ref()
+            .context("this case has no external oracle package")?;
+        let tests = oracle.join("tests");
+        let mut stems = Vec::new();
+        if tests.exists() {
+            for entry in fs::read_dir(&tests)? {
+                let path = entry?.path();
+                if let Some(stem) = path.file_stem() {
+                    stems.push(stem.to_string_lossy().replace('-', "_"));
+                }
+            }
+            fs::remove_dir_all(&tests)?;
+        }
+        let package = oracle_package_name(oracle)?;
+        let debug = self.workspace.join("target").join("debug");
+        for (dir, prefixes) in [
+            (debug.join("deps"), stems.clone()),
+            (debug.join("incremental"), stems),
+            (debug.join(".fingerprint"), vec![package]),
+        ] {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let entry = entry?;
+                let file_name = entry.file_name().to_string_lossy().into_owned();
+                if prefixes
+                    .iter()
+                    .any(|p| file_name.starts_with(&format!("{p}-")))
+                {
+                    let path = entry.path();
+                    if entry.file_type()?.is_dir() {
+                        fs::remove_dir_all(&path)?;
+                    } else {
+                        fs::remove_file(&path)?;
+                    }
+                }
+            }
+        }
+        fs::create_dir_all(&tests)?;
+        fs::write(tests.join(format!("{name}.rs")), contents)?;
+        Ok(())
+    }
+
     /// Builds test executables offline; `Err` is a build failure, not an infrastructure error.
     pub async fn build(
         &self,
@@ -319,4 +369,17 @@ fn executables(messages: &str, cwd: &str) -> Vec<TestBinary> {
             })
         })
         .collect()
+}
+
+/// The package name in an external oracle's `Cargo.toml`.
+fn oracle_package_name(oracle: &Path) -> Result<String> {
+    let manifest: toml::Table = fs::read_to_string(oracle.join("Cargo.toml"))?
+        .parse()
+        .context("parsing the oracle's Cargo.toml")?;
+    manifest
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+        .context("the oracle's Cargo.toml names no package")
 }

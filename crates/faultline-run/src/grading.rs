@@ -44,7 +44,8 @@ pub async fn grade_submission(
     let key = {
         let mut h = Sha256::new();
         h.update(format!(
-            "grade-v{GRADE_SCHEMA_VERSION}|{}|{}|{track}|{}|{}|{}|",
+            "grade-v{GRADE_SCHEMA_VERSION}|rules-v{}|{}|{}|{track}|{}|{}|{}|",
+            faultline_grade::grader::GRADER_VERSION,
             env!("CARGO_PKG_VERSION"),
             case.id(),
             case_hash(case)?,
