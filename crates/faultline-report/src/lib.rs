@@ -8,6 +8,7 @@ pub mod markdown;
 pub mod plots;
 pub mod summary;
 pub mod svg;
+pub mod synthetic;
 pub mod table;
 pub mod validation;
 pub mod viewer;

@@ -15,6 +15,16 @@ const TOP: f64 = 28.0;
 const BOTTOM: f64 = 34.0;
 const RIGHT: f64 = 24.0;
 
+/// `text` cut to `max` characters with an ellipsis (tooltips keep the full text).
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max - 1).collect();
+    s.push('…');
+    s
+}
+
 /// The colour class of a condition.
 fn condition_class(c: Condition) -> &'static str {
     match c {
@@ -106,10 +116,10 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
 /// One agent on one track: per case, the symptom score against the context score (points above
 /// the diagonal gained from the bundle), and the bootstrap distribution of the mean difference.
 pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
-    let (width, height) = (640.0, 250.0);
+    let (width, height) = (560.0, 246.0);
     let mut svg = Svg::new(width, height);
-    let side = 180.0;
-    let (left, top) = (50.0, 34.0);
+    let side = 160.0;
+    let (left, top) = (50.0, 50.0);
     let x = Scale {
         domain: (0.0, 1.0),
         range: (left, left + side),
@@ -118,11 +128,12 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         domain: (0.0, 1.0),
         range: (top + side, top),
     };
+    svg.text(left, 16.0, &[("class", &"caption")], &short(agent, 60));
     svg.text(
         left,
-        16.0,
-        &[("class", &"caption")],
-        &format!("{agent}: per case, symptom (x) vs context (y)"),
+        34.0,
+        &[("class", &"small")],
+        "per case: symptom (x) vs context (y)",
     );
     x_axis(&mut svg, &x, top, top + side, &|t| pct(t));
     y_axis(&mut svg, &y, left, left + side, &|t| pct(t));
@@ -158,7 +169,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         .condition_effects
         .iter()
         .find(|e| e.track == track && e.agent.as_deref() == Some(agent));
-    let hl = left + side + 90.0;
+    let hl = left + side + 60.0;
     let hw = width - hl - RIGHT;
     match effect.and_then(|e| e.difference.as_ref()) {
         Some(d) => {
@@ -177,8 +188,8 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
             };
             svg.text(
                 hl,
-                16.0,
-                &[("class", &"caption")],
+                34.0,
+                &[("class", &"small")],
                 &format!(
                     "context - symptom: {:+.1} pts [{:+.1}, {:+.1}], P(>0) = {:.2}",
                     100.0 * d.mean,
@@ -314,11 +325,12 @@ pub fn pareto(report: &Report, track: Track, condition: Condition, spend: Spend)
             ],
             &format!("{agent}: {}%, {}", pct(*py), format_x(*px)),
         );
+        let right = x.at(*px) > width - 90.0;
         svg.text(
-            x.at(*px) + 6.0,
+            x.at(*px) + if right { -6.0 } else { 6.0 },
             y.at(*py) - 6.0,
-            &[("class", &"small")],
-            agent,
+            &[("class", &if right { "small end" } else { "small" })],
+            &short(agent, 16),
         );
     }
     if points.is_empty() {
@@ -393,7 +405,7 @@ pub fn actions(report: &Report, track: Track) -> String {
             LABEL_W - 8.0,
             cy + ROW_H / 2.0 + 4.0,
             &[("class", &"label end")],
-            &format!("{} / {}", g.agent, g.condition),
+            &format!("{} / {}", short(&g.agent, 20), g.condition),
         );
         let mut at = 0.0;
         for (i, k) in ACTION_KINDS.iter().enumerate() {
@@ -479,7 +491,7 @@ pub fn heatmap(report: &Report, track: Track) -> String {
             LABEL_W - 8.0,
             y + ROW_H / 2.0 + 4.0,
             &[("class", &"label end")],
-            &format!("{agent} / {condition}"),
+            &format!("{} / {condition}", short(agent, 20)),
         );
         for (j, case) in cases.iter().enumerate() {
             let Some(c) = cells

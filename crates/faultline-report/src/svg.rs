@@ -141,15 +141,25 @@ impl Scale {
             return vec![lo];
         }
         let raw = span / n.max(1) as f64;
-        let mag = 10f64.powf(raw.log10().floor());
-        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-            .iter()
-            .map(|m| m * mag)
-            .find(|s| *s >= raw)
-            .unwrap_or(10.0 * mag);
+        let exponent = raw.log10().floor() as i32;
+        let mag = 10f64.powi(exponent);
+        let m = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .into_iter()
+            .find(|m| m * mag >= raw)
+            .unwrap_or(10.0);
+        let step = m * mag;
+        // i * m scaled by a power of ten, dividing for negative exponents so that round
+        // values (0.6, not 0.6000000000000001) come out.
+        let value = |i: i64| {
+            if exponent < 0 {
+                i as f64 * m / 10f64.powi(-exponent)
+            } else {
+                i as f64 * m * mag
+            }
+        };
         let first = (lo / step).ceil() as i64;
         let last = (hi / step).floor() as i64;
-        (first..=last).map(|i| i as f64 * step).collect()
+        (first..=last).map(value).collect()
     }
 }
 
