@@ -45,6 +45,28 @@ fn stats_condition(c: Condition) -> faultline_stats::Condition {
     }
 }
 
+/// `f` over `items` on all cores, in order: the bootstraps of different groups are independent
+/// (each seeded alike), so the result does not depend on the number of threads.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(items.len().div_ceil(threads))
+            .map(|chunk| s.spawn(move || chunk.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// Whether a record has a score that counts (infrastructure errors never do).
 fn scored(r: &ResultRecord) -> Option<f64> {
     if r.outcome == Outcome::InfraError {
@@ -444,7 +466,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
         }
     }
 
-    let mut comparisons = Vec::new();
+    let mut pairs = Vec::new();
     for &track in &tracks {
         for &condition in &conditions {
             let present: Vec<&str> = agent_names
@@ -454,23 +476,29 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
                 .collect();
             for (i, first) in present.iter().enumerate() {
                 for second in &present[i + 1..] {
-                    if let Ok(d) = difference(
-                        &scores[&(*first, track, condition)],
-                        &scores[&(*second, track, condition)],
-                        options,
-                    ) {
-                        comparisons.push(Comparison {
-                            track,
-                            condition,
-                            first: first.to_string(),
-                            second: second.to_string(),
-                            difference: d,
-                        });
-                    }
+                    pairs.push((track, condition, *first, *second));
                 }
             }
         }
     }
+    let comparisons: Vec<Comparison> = par_map(&pairs, |&(track, condition, first, second)| {
+        difference(
+            &scores[&(first, track, condition)],
+            &scores[&(second, track, condition)],
+            options,
+        )
+        .ok()
+        .map(|d| Comparison {
+            track,
+            condition,
+            first: first.to_string(),
+            second: second.to_string(),
+            difference: d,
+        })
+    })
+    .into_iter()
+    .flatten()
+    .collect();
 
     let mut cells = Vec::new();
     for g in &groups {
@@ -509,7 +537,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             level: options.bootstrap.level,
             seed: options.bootstrap.seed,
         },
-        groups: groups.iter().map(|g| g.stats(&info, options)).collect(),
+        groups: par_map(&groups, |g| g.stats(&info, options)),
         condition_effects,
         comparisons,
         glmm: glmms,

@@ -3,6 +3,7 @@
 use crate::Env;
 use anyhow::{Result, bail};
 use clap::Args;
+use faultline_corpus::Corpus;
 use faultline_run::report::Outputs;
 use faultline_sandbox::Toolchain;
 use std::path::{Path, PathBuf};
@@ -47,7 +48,6 @@ fn strip_archive_suffix(path: &Path) -> Option<PathBuf> {
 }
 
 pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
-    let corpus = env.corpus()?;
     let run_dir = if args.run.is_file() {
         let into = match args
             .into
@@ -76,7 +76,20 @@ pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
     };
     let unpacked = run_dir.join(faultline_run::pack::MANIFEST).is_file();
     let checked = run_dir.join(faultline_run::pack::REGRADE).is_file();
-    if unpacked && !checked && !args.no_regrade {
+    let regrade = unpacked && !checked && !args.no_regrade;
+    let corpus = match env.corpus() {
+        Ok(c) => c,
+        Err(e) if !regrade => {
+            eprintln!("warning: {e:#}; the report shows no labeled blocks or source excerpts");
+            Corpus {
+                root: PathBuf::new(),
+                cases: Vec::new(),
+                errors: Vec::new(),
+            }
+        }
+        Err(e) => return Err(e.context("re-grading an archive needs its cases")),
+    };
+    if regrade {
         faultline_sandbox::check_available().await?;
         let toolchain = Toolchain::detect()?;
         eprintln!("grading the archive's submissions again");

@@ -5,6 +5,7 @@ use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use faultline_agent::{Baseline, ExternalAgent, Templates};
+use faultline_corpus::Corpus;
 use faultline_grade::GradeOptions;
 use faultline_model::{ModelConfig, PricingTable, Protocol};
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
@@ -252,17 +253,16 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    write_reports(env, &args.out)?;
+    write_reports(env, &corpus, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the report of a run directory and writes `leaderboard.md`, `report.json` and
 /// `report.html` beside its results.
-pub fn write_reports(env: &Env, out: &Path) -> Result<()> {
-    let corpus = env.corpus()?;
+pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
     let report = faultline_run::report::write_report(
         out,
-        &corpus,
+        corpus,
         &env.data,
         &faultline_run::report::Outputs {
             html: Some(out.join("report.html")),
@@ -423,7 +423,7 @@ pub fn merge(env: &Env, args: MergeArgs) -> Result<ExitCode> {
     let dirs: Vec<&Path> = args.shards.iter().map(PathBuf::as_path).collect();
     let n = faultline_run::merge::merge(&dirs, &args.out)?;
     eprintln!("merged {n} trials into {}", args.out.display());
-    write_reports(env, &args.out)?;
+    write_reports(env, &env.corpus()?, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -460,7 +460,7 @@ pub async fn grade(env: &Env, args: GradeArgs) -> Result<ExitCode> {
     )
     .await?;
     eprintln!("re-graded {n} trials in {}", args.run.display());
-    write_reports(env, &args.run)?;
+    write_reports(env, &corpus, &args.run)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -491,6 +491,6 @@ pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
         "imported and graded {n} predictions into {}",
         args.out.display()
     );
-    write_reports(env, &args.out)?;
+    write_reports(env, &corpus, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }
