@@ -191,7 +191,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                 34.0,
                 &[("class", &"small")],
                 &format!(
-                    "context - symptom: {:+.1} pts [{:+.1}, {:+.1}], P(>0) = {:.2}",
+                    "{:+.1} pts [{:+.1}, {:+.1}], P(>0) = {:.2}",
                     100.0 * d.mean,
                     100.0 * d.lower,
                     100.0 * d.upper,
@@ -230,6 +230,12 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                 format!("{:+.0}", 100.0 * t)
             });
             svg.line(hx.at(0.0), top, hx.at(0.0), top + side, "zero");
+            svg.text(
+                hl + hw / 2.0,
+                top + side + 30.0,
+                &[("class", &"small middle")],
+                "context - symptom: bootstrap of the mean (points)",
+            );
         }
         None => svg.text(
             hl,

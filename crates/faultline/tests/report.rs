@@ -69,6 +69,24 @@ fn the_html_report_of_a_baseline_run_renders_in_chromium() {
     );
     assert!(run.join("report.json").is_file());
 
+    // Baselines take no steps: give one trial a trajectory of two steps to walk through.
+    let stepped = run.join("trials/null/toy-double-merge/repair/context/1/trajectory.json");
+    let mut trajectory: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stepped).unwrap()).unwrap();
+    let step = |index: u32, command: &str, output: &str| {
+        serde_json::json!({
+            "index": index, "started_secs": 0.0, "model": null, "thought": "look around",
+            "action": {"command": command, "kind": "read", "source": "tool_call", "exit_code": 0,
+                       "timed_out": false, "output": output, "elided_chars": 0, "duration_secs": 0.1},
+            "format_error": null, "diff": null, "diff_sha256": ""
+        })
+    };
+    trajectory["steps"] = serde_json::json!([
+        step(1, "ls src", "lib.rs"),
+        step(2, "cat src/lib.rs", "<b>pub struct GCounter</b>"),
+    ]);
+    std::fs::write(&stepped, trajectory.to_string()).unwrap();
+
     let (html, md, json) = (
         tmp.path().join("r.html"),
         tmp.path().join("r.md"),
@@ -143,6 +161,22 @@ fn the_html_report_of_a_baseline_run_renders_in_chromium() {
         &source[..2000.min(source.len())]
     );
     assert!(source.contains("GCounter::merge"));
+
+    // The second step of the stepped trial, its observation shown as text.
+    let dom = headless(
+        &html,
+        "trial=null/toy-double-merge/repair/context/1&step=2",
+        &["--dump-dom"],
+    );
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    let view = &dom_text[dom_text.find("id=\"step-view\"").unwrap()..];
+    let view = &view[..view.find("</div>").unwrap()];
+    assert!(view.contains("cat src/lib.rs"), "{view}");
+    assert!(
+        view.contains("&lt;b&gt;pub struct GCounter&lt;/b&gt;"),
+        "{view}"
+    );
+    assert!(dom_text.contains("step 2 of 2"));
 
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
     let _ = std::fs::remove_file(&shot);
