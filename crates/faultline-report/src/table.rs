@@ -4,7 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table as Comfy};
 
 /// Rows of cells under a header.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Table {
     /// Column titles.
     pub header: Vec<String>,

@@ -3,8 +3,10 @@
 
 pub mod grading;
 pub mod merge;
+pub mod pack;
 pub mod plan;
 pub mod regrade;
+pub mod report;
 pub mod results;
 pub mod runner;
 

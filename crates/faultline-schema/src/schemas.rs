@@ -33,6 +33,14 @@ pub fn all() -> Vec<(&'static str, String)> {
             pretty(schema_for!(crate::run::ResultRecord)),
         ),
         (
+            "report.schema.json",
+            pretty(schema_for!(crate::report::Report)),
+        ),
+        (
+            "pack.schema.json",
+            pretty(schema_for!(crate::report::PackManifest)),
+        ),
+        (
             "validation.schema.json",
             pretty(schema_for!(crate::validation::ValidationReport)),
         ),

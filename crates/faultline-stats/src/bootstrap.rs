@@ -109,6 +109,17 @@ impl PairedBootstrap {
         &self.distribution
     }
 
+    /// Quantile `p` of the resampled mean differences (R's type 7), so a report can show the
+    /// whole distribution and not only an interval; `p` must lie in `[0, 1]`.
+    pub fn quantile(&self, p: f64) -> Result<f64> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(StatsError::InvalidOption(format!(
+                "a quantile's probability must be in [0, 1], got {p}"
+            )));
+        }
+        Ok(quantile(&self.distribution, p))
+    }
+
     /// Equal-width histogram of the resampled mean differences, for plotting.
     pub fn histogram(&self, bins: usize) -> Result<Histogram> {
         Histogram::new(&self.distribution, bins)

@@ -219,3 +219,35 @@ fn bad_bootstrap_input_is_rejected() {
         Err(StatsError::InvalidOption(_))
     ));
 }
+
+/// Quantiles of the paired distribution: the interval's bounds are its 2.5% and 97.5%
+/// quantiles, and a two-case sample has a known distribution of resampled means.
+#[test]
+fn paired_quantiles_describe_the_distribution() {
+    let options = BootstrapOptions::new(2026);
+    let paired = paired_bootstrap(&first(), &second(), &options).unwrap();
+    assert_eq!(paired.quantile(0.025).unwrap(), paired.ci.lower);
+    assert_eq!(paired.quantile(0.975).unwrap(), paired.ci.upper);
+    assert_eq!(paired.quantile(0.0).unwrap(), paired.distribution()[0]);
+    assert_eq!(paired.quantile(1.0).unwrap(), paired.distribution()[9_999]);
+    assert!(paired.quantile(1.5).is_err());
+    assert!(paired.quantile(f64::NAN).is_err());
+
+    // Differences 0 and 1: resampled means are 0, 1/2, 1 with chances 1/4, 1/2, 1/4.
+    let a = CaseScores::new([("a".to_owned(), 1.0), ("b".to_owned(), 1.0)]).unwrap();
+    let b = CaseScores::new([("a".to_owned(), 1.0), ("b".to_owned(), 0.0)]).unwrap();
+    let two = paired_bootstrap(&a, &b, &options).unwrap();
+    assert_eq!(two.mean_diff, 0.5);
+    assert_eq!(two.quantile(0.0).unwrap(), 0.0);
+    assert_eq!(two.quantile(0.5).unwrap(), 0.5);
+    assert_eq!(two.quantile(1.0).unwrap(), 1.0);
+    assert_eq!((two.ci.lower, two.ci.upper), (0.0, 1.0));
+    assert!(
+        (two.share_positive - 0.75).abs() < 0.02,
+        "{}",
+        two.share_positive
+    );
+    let histogram = two.histogram(2).unwrap();
+    assert_eq!(histogram.edges, vec![0.0, 0.5, 1.0]);
+    assert!((histogram.counts[0] as f64 / 10_000.0 - 0.25).abs() < 0.02);
+}

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cases;
+mod report;
 mod run;
 mod tools;
 
@@ -45,6 +46,11 @@ enum Command {
     Merge(run::MergeArgs),
     /// Grade a run again from its stored submissions, without running any agent.
     Grade(run::GradeArgs),
+    /// Statistics and reports of a run (terminal, Markdown, JSON, one HTML file); an archive
+    /// made by `faultline pack` is unpacked and graded again first.
+    Report(report::ReportArgs),
+    /// Write a run's results, lock, trajectories, submissions and grades as one .tar.gz.
+    Pack(report::PackArgs),
     /// Grade patches from a SWE-bench-style predictions file.
     Import(run::ImportArgs),
     /// Prepare a case's offline workspace (sources, vendored dependencies, warm build cache).
@@ -132,8 +138,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cases { command } => runtime.block_on(cases::run(&ctx, command)),
         Command::Prepare(args) => runtime.block_on(cases::prepare(&ctx, args)),
         Command::Run(args) => runtime.block_on(run::run(&ctx, *args)),
-        Command::Merge(args) => run::merge(args),
+        Command::Merge(args) => run::merge(&ctx, args),
         Command::Grade(args) => runtime.block_on(run::grade(&ctx, args)),
+        Command::Report(args) => runtime.block_on(report::report(&ctx, args)),
+        Command::Pack(args) => report::pack(args),
         Command::Import(args) => runtime.block_on(run::import(&ctx, args)),
         Command::Shell(args) => runtime.block_on(tools::shell(&ctx, args)),
         Command::Export(args) => tools::export(args),

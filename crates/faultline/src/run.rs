@@ -5,6 +5,7 @@ use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use faultline_agent::{Baseline, ExternalAgent, Templates};
+use faultline_corpus::Corpus;
 use faultline_grade::GradeOptions;
 use faultline_model::{ModelConfig, PricingTable, Protocol};
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
@@ -252,22 +253,31 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    print_leaderboard(&args.out)?;
+    write_reports(env, &corpus, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the leaderboard of a run directory and writes it as `leaderboard.md` beside it.
-pub fn print_leaderboard(out: &Path) -> Result<()> {
-    let records = faultline_run::results::read_records(&out.join("results.jsonl"))?;
-    let table = faultline_report::leaderboard::table(&records);
-    println!("{}", table.to_terminal());
+/// Prints the report of a run directory and writes `leaderboard.md`, `report.json` and
+/// `report.html` beside its results.
+pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
+    let report = faultline_run::report::write_report(
+        out,
+        corpus,
+        &env.data,
+        &faultline_run::report::Outputs {
+            html: Some(out.join("report.html")),
+            markdown: None,
+            json: Some(out.join("report.json")),
+        },
+    )?;
+    println!("{}", faultline_report::markdown::terminal(&report));
     faultline_schema::io::write_atomic(
         &out.join("leaderboard.md"),
         format!(
             "# Leaderboard\n\nScores in percent: repair and reproduction are pass rates, diagnosis is block \
              coverage. Attempts are averaged within a case and cases weighted equally; the interval is a \
-             95% case bootstrap (10,000 resamples).\n\n{}",
-            table.to_markdown()
+             95% case bootstrap (10,000 resamples). The full report is report.html.\n\n{}",
+            faultline_report::leaderboard::table(&report).to_markdown()
         )
         .as_bytes(),
     )?;
@@ -409,11 +419,11 @@ pub struct MergeArgs {
     out: PathBuf,
 }
 
-pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+pub fn merge(env: &Env, args: MergeArgs) -> Result<ExitCode> {
     let dirs: Vec<&Path> = args.shards.iter().map(PathBuf::as_path).collect();
     let n = faultline_run::merge::merge(&dirs, &args.out)?;
     eprintln!("merged {n} trials into {}", args.out.display());
-    print_leaderboard(&args.out)?;
+    write_reports(env, &env.corpus()?, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -450,7 +460,7 @@ pub async fn grade(env: &Env, args: GradeArgs) -> Result<ExitCode> {
     )
     .await?;
     eprintln!("re-graded {n} trials in {}", args.run.display());
-    print_leaderboard(&args.run)?;
+    write_reports(env, &corpus, &args.run)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -481,6 +491,6 @@ pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
         "imported and graded {n} predictions into {}",
         args.out.display()
     );
-    print_leaderboard(&args.out)?;
+    write_reports(env, &corpus, &args.out)?;
     Ok(ExitCode::SUCCESS)
 }

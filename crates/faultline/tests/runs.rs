@@ -1,28 +1,13 @@
 //! Runs of the baselines on the fixture corpus through the real binary: killed and resumed, and
 //! sharded and merged. Real sandboxes and real builds of the fixture crate.
 
+mod common;
+
+use common::{corpus, faultline, records};
 use faultline_schema::ResultRecord;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus")
-}
-
-fn faultline(data: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
-    c.arg("--corpus").arg(corpus()).env("FAULTLINE_DATA", data);
-    c
-}
-
-fn records(run: &Path) -> Vec<ResultRecord> {
-    let text = std::fs::read_to_string(run.join("results.jsonl")).unwrap_or_default();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("corrupt line {l:?}: {e}")))
-        .collect()
-}
 
 /// What must not change between equivalent runs: which trial got which grade.
 fn outcomes(rs: &[ResultRecord]) -> BTreeMap<String, (String, Option<f64>)> {

@@ -1,0 +1,349 @@
+//! The tables of a report beyond the leaderboard, and the whole report as Markdown and as terminal
+//! text: both render the same [`Table`]s.
+
+use crate::Table;
+use crate::leaderboard::{self, interval, pct};
+use faultline_schema::report::{PairedDifference, Report};
+use faultline_schema::{ActionKind, Track};
+
+fn signed_pct(x: f64) -> String {
+    format!("{:+.1}", 100.0 * x)
+}
+
+fn difference_cells(d: &PairedDifference) -> [String; 5] {
+    let q = |p: f64| {
+        d.quantiles
+            .iter()
+            .find(|q| (q.p - p).abs() < 1e-9)
+            .map_or("-".into(), |q| signed_pct(q.value))
+    };
+    [
+        signed_pct(d.mean),
+        format!("[{}, {}]", signed_pct(d.lower), signed_pct(d.upper)),
+        format!("{} / {} / {}", q(0.25), q(0.5), q(0.75)),
+        format!("{:.3}", d.share_positive),
+        d.cases.to_string(),
+    ]
+}
+
+/// Context minus symptom per agent and track (percentage points).
+pub fn condition_effects(report: &Report) -> Table {
+    let mut t = Table::new([
+        "track",
+        "agent",
+        "context - symptom",
+        "95% CI",
+        "quartiles",
+        "P(diff > 0)",
+        "cases",
+    ]);
+    for e in &report.condition_effects {
+        let agent = e.agent.clone().unwrap_or_else(|| "(all models)".into());
+        match &e.difference {
+            Some(d) => {
+                let mut row = vec![e.track.to_string(), agent];
+                row.extend(difference_cells(d));
+                t.push(row);
+            }
+            None => t.push([
+                e.track.to_string(),
+                agent,
+                e.error.clone().unwrap_or_default(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]),
+        }
+    }
+    t
+}
+
+/// Configuration against configuration, per track and condition (percentage points).
+pub fn comparisons(report: &Report) -> Table {
+    let mut t = Table::new([
+        "track",
+        "condition",
+        "first - second",
+        "difference",
+        "95% CI",
+        "quartiles",
+        "P(diff > 0)",
+        "cases",
+    ]);
+    for c in &report.comparisons {
+        let mut row = vec![
+            c.track.to_string(),
+            c.condition.to_string(),
+            format!("{} - {}", c.first, c.second),
+        ];
+        row.extend(difference_cells(&c.difference));
+        t.push(row);
+    }
+    t
+}
+
+/// The GLMM per track.
+pub fn glmm(report: &Report) -> Table {
+    let mut t = Table::new([
+        "track",
+        "agents",
+        "cases",
+        "context (logit)",
+        "SE",
+        "p",
+        "odds ratio [95% CI]",
+        "sd agent",
+        "sd case",
+        "trials",
+    ]);
+    for g in &report.glmm {
+        match &g.fit {
+            Some(f) => t.push([
+                g.track.to_string(),
+                g.agents.len().to_string(),
+                g.cases.to_string(),
+                format!("{:+.3}", f.context.estimate),
+                format!("{:.3}", f.context.std_error),
+                format!("{:.4}", f.context.p_value),
+                format!(
+                    "{:.2} [{:.2}, {:.2}]",
+                    f.odds_ratio, f.odds_ratio_lower, f.odds_ratio_upper
+                ),
+                format!(
+                    "{:.3}{}",
+                    f.sd_agent,
+                    if f.singular { " (singular)" } else { "" }
+                ),
+                format!("{:.3}", f.sd_case),
+                f.observations.to_string(),
+            ]),
+            None => t.push([
+                g.track.to_string(),
+                g.agents.len().to_string(),
+                g.cases.to_string(),
+                format!("not fitted: {}", g.error.clone().unwrap_or_default()),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]),
+        }
+    }
+    t
+}
+
+/// Scores by system, category, tier and whether the symptom names the causal function.
+pub fn breakdowns(report: &Report) -> Table {
+    let mut t = Table::new([
+        "track",
+        "condition",
+        "agent",
+        "attribute",
+        "level",
+        "cases",
+        "score",
+        "95% CI",
+    ]);
+    for g in leaderboard::ordered(report) {
+        for b in &g.breakdowns {
+            t.push([
+                g.track.to_string(),
+                g.condition.to_string(),
+                g.agent.clone(),
+                b.attribute.clone(),
+                b.level.clone(),
+                b.cases.to_string(),
+                pct(b.score.value),
+                interval(b.score.lower, b.score.upper),
+            ]);
+        }
+    }
+    t
+}
+
+/// The action kinds in a fixed order.
+pub const ACTION_KINDS: [ActionKind; 8] = [
+    ActionKind::Read,
+    ActionKind::Search,
+    ActionKind::Edit,
+    ActionKind::Build,
+    ActionKind::Test,
+    ActionKind::Run,
+    ActionKind::Submit,
+    ActionKind::Other,
+];
+
+/// The name of an action kind.
+pub fn action_name(k: ActionKind) -> &'static str {
+    match k {
+        ActionKind::Read => "read",
+        ActionKind::Search => "search",
+        ActionKind::Edit => "edit",
+        ActionKind::Build => "build",
+        ActionKind::Test => "test",
+        ActionKind::Run => "run",
+        ActionKind::Submit => "submit",
+        ActionKind::Other => "other",
+    }
+}
+
+/// Actions per trial by kind.
+pub fn actions(report: &Report) -> Table {
+    let mut header = vec!["track".to_string(), "condition".into(), "agent".into()];
+    header.extend(ACTION_KINDS.iter().map(|k| action_name(*k).to_string()));
+    let mut t = Table::new(header);
+    for g in leaderboard::ordered(report) {
+        let mut row = vec![
+            g.track.to_string(),
+            g.condition.to_string(),
+            g.agent.clone(),
+        ];
+        row.extend(
+            ACTION_KINDS
+                .iter()
+                .map(|k| format!("{:.1}", g.actions.get(k).copied().unwrap_or(0.0))),
+        );
+        t.push(row);
+    }
+    t
+}
+
+/// Mean score per configuration (rows) and case (columns) of one track.
+pub fn heat_map(report: &Report, track: Track) -> Table {
+    let cases: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();
+    let mut header = vec!["agent / condition".to_string()];
+    header.extend(cases.iter().map(|c| c.to_string()));
+    let mut t = Table::new(header);
+    let rows: std::collections::BTreeSet<(&str, faultline_schema::Condition)> = report
+        .cells
+        .iter()
+        .filter(|c| c.track == track)
+        .map(|c| (c.agent.as_str(), c.condition))
+        .collect();
+    for (agent, condition) in rows {
+        let mut row = vec![format!("{agent} / {condition}")];
+        for case in &cases {
+            row.push(
+                report
+                    .cells
+                    .iter()
+                    .find(|c| {
+                        c.track == track
+                            && c.agent == agent
+                            && c.condition == condition
+                            && c.case == *case
+                    })
+                    .map_or(String::new(), |c| c.mean.map_or("infra".into(), pct)),
+            );
+        }
+        t.push(row);
+    }
+    t
+}
+
+/// The regrade check of an unpacked archive, in one line.
+pub fn regrade_line(report: &Report) -> Option<String> {
+    report.regrade.as_ref().map(|r| {
+        format!(
+            "Re-graded {} trials from the archive's submissions: {} identical, {} differ{}.",
+            r.trials,
+            r.identical,
+            r.differences.len(),
+            if r.differences.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    r.differences
+                        .iter()
+                        .map(|d| format!(
+                            "{}: {} -> {}",
+                            d.trial_id,
+                            d.archived_outcome.as_str(),
+                            d.outcome.as_str()
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        )
+    })
+}
+
+const PREAMBLE: &str = "Scores in percent: repair and reproduction are pass rates, diagnosis is \
+block coverage. Attempts are averaged within a case and cases weighted equally; intervals are \
+95% case bootstraps.";
+
+/// The whole report as a Markdown document.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::from("# faultline report\n\n");
+    out.push_str(&format!(
+        "{PREAMBLE} {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        report.bootstrap.resamples,
+        report.bootstrap.seed,
+        report.run.trials,
+        report.cases.len(),
+        report
+            .run
+            .agents
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if let Some(line) = regrade_line(report) {
+        out.push_str(&format!("{line}\n\n"));
+    }
+    out.push_str("## Leaderboard\n\n");
+    out.push_str(&leaderboard::table(report).to_markdown());
+    if !report.condition_effects.is_empty() {
+        out.push_str(
+            "\n## Context versus symptom\n\nPaired case bootstrap of context minus symptom over the \
+             cases with both (percentage points); quartiles of the resampled differences.\n\n",
+        );
+        out.push_str(&condition_effects(report).to_markdown());
+    }
+    if !report.glmm.is_empty() {
+        out.push_str(
+            "\n## Mixed-effects model\n\n`success ~ condition + (1|agent) + (1|case)`, Laplace \
+             approximation (as lme4's `glmer`), model and external agents only.\n\n",
+        );
+        out.push_str(&glmm(report).to_markdown());
+    }
+    if !report.comparisons.is_empty() {
+        out.push_str("\n## Configurations compared\n\n");
+        out.push_str(&comparisons(report).to_markdown());
+    }
+    out.push_str("\n## Breakdowns\n\n");
+    out.push_str(&breakdowns(report).to_markdown());
+    out.push_str("\n## Actions per trial\n\n");
+    out.push_str(&actions(report).to_markdown());
+    for track in &report.run.tracks {
+        out.push_str(&format!("\n## Per case: {track}\n\n"));
+        out.push_str(&heat_map(report, *track).to_markdown());
+    }
+    out
+}
+
+/// The report for a terminal: the leaderboard, the condition effects and the GLMM.
+pub fn terminal(report: &Report) -> String {
+    let mut out = leaderboard::table(report).to_terminal();
+    out.push('\n');
+    if !report.condition_effects.is_empty() {
+        out.push_str("\ncontext - symptom (paired case bootstrap, percentage points)\n");
+        out.push_str(&condition_effects(report).to_terminal());
+        out.push('\n');
+    }
+    if !report.glmm.is_empty() {
+        out.push_str("\nGLMM success ~ condition + (1|agent) + (1|case)\n");
+        out.push_str(&glmm(report).to_terminal());
+        out.push('\n');
+    }
+    if let Some(line) = regrade_line(report) {
+        out.push_str(&format!("\n{line}\n"));
+    }
+    out
+}
