@@ -3,6 +3,7 @@
 //! its texts pass the static checks.
 
 use crate::libtest::RunVerdict;
+use crate::patch::{check_tests_kept, restore_tests};
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
@@ -180,6 +181,10 @@ pub async fn run_variant(
             regression: None,
         });
     }
+    if variant == Variant::Gold {
+        // As grading keeps them: the buggy version's tests, whatever the fix did to them.
+        swap_tests(&bench, gold, |f| f.old.as_deref())?;
+    }
     bench.inject_oracle(case)?;
     let m = &case.manifest;
     let mut targets = vec![BuildTarget::Lib];
@@ -192,7 +197,16 @@ pub async fn run_variant(
         targets.push(BuildTarget::Oracle);
     }
     let build_started = Instant::now();
-    let binaries = match bench.build(&targets).await? {
+    let mut built = bench.build(&targets).await?;
+    // Grading falls back to the fixed version's tests when the buggy ones no longer compile
+    // against a patch; validation does the same with the gold patch.
+    if variant == Variant::Gold
+        && built.as_ref().is_err_and(|f| !f.timed_out)
+        && swap_tests(&bench, gold, |f| f.new.as_deref())?
+    {
+        built = bench.build(&targets).await?;
+    }
+    let binaries = match built {
         Ok(b) => b,
         Err(failure) => {
             return Ok(VariantResult {
@@ -317,6 +331,30 @@ pub async fn run_regression(
         failures,
         wall_secs: wall,
     })
+}
+
+/// Gives every file the gold patch changes the test items of a reference text (the buggy or the
+/// fixed version of that file), keeping the rest; whether any file changed.
+fn swap_tests(
+    bench: &Workbench,
+    gold: &TreeDiff,
+    reference: impl Fn(&faultline_corpus::gold::FileDiff) -> Option<&str>,
+) -> Result<bool> {
+    let mut swapped = false;
+    for file in &gold.files {
+        let (Some(reference), Some(_)) = (reference(file), file.new.as_ref()) else {
+            continue;
+        };
+        let path = bench.workspace.join(&file.path);
+        let current = std::fs::read_to_string(&path)?;
+        if !check_tests_kept(reference, &current).is_empty()
+            && let Some(text) = restore_tests(reference, &current)
+        {
+            std::fs::write(&path, text)?;
+            swapped = true;
+        }
+    }
+    Ok(swapped)
 }
 
 /// The cargo target name of the crate's library (the crate name with `-` as `_`).
