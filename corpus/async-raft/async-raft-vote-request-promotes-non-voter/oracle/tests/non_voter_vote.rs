@@ -72,8 +72,8 @@ async fn removed_node_stays_non_voter_after_higher_term_vote_request() {
     let config = Arc::new(
         Config::build("oracle".into())
             .heartbeat_interval(50)
-            .election_timeout_min(200)
-            .election_timeout_max(300)
+            .election_timeout_min(1000)
+            .election_timeout_max(1500)
             .validate()
             .unwrap(),
     );
@@ -115,12 +115,12 @@ async fn removed_node_stays_non_voter_after_higher_term_vote_request() {
 
     // Leader 0 goes silent. Node 1 missed the removal (its log ends at index 1) and, after an
     // election timeout, campaigns in term 2 with node 2 still in its config.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let _ = node.vote(VoteRequest::new(2, 1, 1, 1)).await.expect("vote RPC answered");
 
-    // Whatever the answer, node 2 is still not a member: it must remain a non-voter and must
-    // never start an election of its own.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Whatever the answer, node 2 is still not a member: it must remain a non-voter (and so
+    // never start an election of its own).
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let m = node.metrics().borrow().clone();
     assert_eq!(
         m.state,
