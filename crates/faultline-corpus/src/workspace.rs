@@ -730,7 +730,14 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
     let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
     let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
     let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
-    let lib_tests: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked", "--lib"];
+    let lib_tests: &[&str] = &[
+        "cargo",
+        "test",
+        "--no-run",
+        "--offline",
+        "--locked",
+        "--lib",
+    ];
     let steps: &[&[&str]] = if first { &[build, test] } else { &[test] };
     for step in steps {
         let out = sandbox

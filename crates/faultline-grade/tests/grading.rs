@@ -201,11 +201,18 @@ async fn editing_or_deleting_regression_tests_does_not_help() {
             .replace(TEST_MODULE, "")
     });
     assert!(patch.contains("-    fn increments_add_up()"), "{patch}");
+    // The deletion is dropped (the test comes back as the buggy version has it), the code change
+    // is kept, and the restored test catches the breakage.
     let g = repair(&patch).await;
-    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    assert_eq!(g.outcome, Outcome::FailRegression, "{g:#?}");
     let r = g.repair.unwrap();
-    assert!(r.applied_files.is_empty(), "{r:#?}");
+    assert_eq!(r.applied_files, ["src/lib.rs"], "{r:#?}");
     assert!(r.dropped[0].contains("tests::increments_add_up"), "{r:#?}");
+    assert_eq!(
+        r.regression_failures,
+        ["tests::increments_add_up"],
+        "{r:#?}"
+    );
 
     // The same breakage without touching the test is caught by the test.
     let patch = lib_patch(|t| {
@@ -221,18 +228,19 @@ async fn editing_or_deleting_regression_tests_does_not_help() {
         ["tests::increments_add_up"]
     );
 
-    // The right fix with a regression test edited in the same file: the file is not applied.
+    // The right fix with a regression test edited in the same file: the edit is dropped, the fix
+    // kept, and the test as the buggy version has it passes.
     let patch = lib_patch(|t| {
         t.replace(FIX_OLD, FIX_NEW)
             .replace("assert_eq!(c.value(), 5);", "assert_eq!(c.value(), 99);")
     });
     let g = repair(&patch).await;
-    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
     let r = g.repair.as_ref().unwrap();
     assert!(
-        r.dropped
-            .iter()
-            .any(|d| d.contains("changes existing tests (tests::increments_add_up)")),
+        r.dropped.iter().any(
+            |d| d.contains("changes to existing tests (tests::increments_add_up) were dropped")
+        ),
         "{r:#?}"
     );
 }
@@ -281,4 +289,33 @@ async fn printing_fake_test_results_does_not_pass() {
     });
     let g = repair(&catch).await;
     assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+}
+
+#[tokio::test]
+async fn a_reproducer_built_with_the_test_packages_dependencies_cannot_reach_the_oracle() {
+    let f = fixture().await;
+    // Compiles only as part of the test package (named `oracle`), not as a test of the crate, so
+    // grading falls back to that package; from there it looks for the oracle's sources and its
+    // compiled test executable (`tests/merge.rs`), which must both be gone.
+    let snoop = r#"
+const _: () = assert!(env!("CARGO_PKG_NAME").len() == "oracle".len());
+
+fn names(dir: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn the_oracle_is_out_of_reach() {
+    assert_eq!(names("/oracle/tests"), ["faultline_repro.rs"]);
+    let deps = names("/workspace/target/debug/deps");
+    assert!(!deps.iter().any(|n| n.starts_with("merge-")), "{deps:?}");
+}
+"#;
+    let g = grade_reproduction(&ctx(f), "t", snoop, &GradeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(g.outcome, Outcome::PassesOnBoth, "{g:#?}");
 }
