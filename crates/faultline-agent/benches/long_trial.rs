@@ -8,7 +8,7 @@ use faultline_corpus::{DataDir, prepare};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
 use faultline_sandbox::Toolchain;
 use faultline_schema::{Condition, Limits, Task, Track};
-use faultline_scripted::{Script, ScriptedServer, Step, StepUsage};
+use faultline_scripted::{Script, ScriptedServer, ServerOptions, Step, StepUsage};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -50,7 +50,16 @@ async fn main() {
             }),
         })
         .collect();
-    let server = ScriptedServer::start(Script::new(steps)).await.unwrap();
+    // The server runs in this process; it keeps no requests, so the RSS below is the harness's.
+    let server = ScriptedServer::start_with(
+        Script::new(steps),
+        ServerOptions {
+            forget_requests: true,
+            ..ServerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     let config =
         ModelConfig::new(Protocol::OpenAiChat, "scripted").with_base_url(server.openai_base_url());
     let agent = BuiltinAgent {

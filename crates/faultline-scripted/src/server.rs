@@ -73,6 +73,10 @@ pub struct ServerOptions {
     /// Append every request as one JSON line to this file, so a test driving
     /// the binary from outside can inspect what was sent.
     pub request_log: Option<PathBuf>,
+    /// Keep no requests in memory (then [`ScriptedServer::requests`] is empty): every request
+    /// carries the whole conversation, so a long scripted run would otherwise hold a quadratic
+    /// amount of text, which matters when the server shares a process with what a bench measures.
+    pub forget_requests: bool,
 }
 
 /// Why the server could not start.
@@ -107,6 +111,8 @@ struct Inner {
     conversation_cursors: HashMap<String, usize>,
     replies_made: u64,
     requests: Vec<RecordedRequest>,
+    recorded: usize,
+    forget: bool,
     log: Option<File>,
 }
 
@@ -138,6 +144,7 @@ impl ScriptedServer {
             started: Instant::now(),
             inner: Mutex::new(Inner {
                 log,
+                forget: options.forget_requests,
                 ..Inner::default()
             }),
         });
@@ -384,7 +391,8 @@ fn record(state: &State, recorded: RecordedRequest) {
 }
 
 fn record_locked(inner: &mut Inner, mut recorded: RecordedRequest) {
-    recorded.index = inner.requests.len();
+    recorded.index = inner.recorded;
+    inner.recorded += 1;
     if let Some(log) = inner.log.as_mut() {
         // A failing request log must not change what the client sees; the
         // in-memory record stays authoritative.
@@ -392,7 +400,9 @@ fn record_locked(inner: &mut Inner, mut recorded: RecordedRequest) {
             let _ = writeln!(log, "{line}").and_then(|()| log.flush());
         }
     }
-    inner.requests.push(recorded);
+    if !inner.forget {
+        inner.requests.push(recorded);
+    }
 }
 
 fn to_response(reply: Reply) -> Response<Full<Bytes>> {

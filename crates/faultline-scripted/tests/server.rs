@@ -501,6 +501,7 @@ async fn request_log_gets_one_json_line_per_request() {
     let options = ServerOptions {
         port: 0,
         request_log: Some(log.clone()),
+        forget_requests: false,
     };
     let server = ScriptedServer::start_with(Script::new(vec![text("a")]), options)
         .await
