@@ -37,6 +37,9 @@ pub struct LockedPackage {
     pub version: String,
     /// Where it comes from; absent for path packages.
     pub source: Option<String>,
+    /// What it depends on: `name`, `name version` or `name version (source)`.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
 }
 
 /// Reads the package list of a `Cargo.lock`.

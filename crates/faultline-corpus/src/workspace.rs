@@ -816,6 +816,110 @@ pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Crate names (underscored) of the locked packages that are neither `subject` nor depend on it,
+/// directly or not, in any of the lock files: a build after a change to the subject's sources
+/// never rebuilds them. A name that also stands for a dependent package is left out.
+pub fn crates_independent_of(subject: &str, locks: &[PathBuf]) -> Result<BTreeSet<String>> {
+    let mut packages = Vec::new();
+    for lock in locks {
+        packages.extend(read_lock(lock)?);
+    }
+    let mut dependent = BTreeSet::from([subject.to_string()]);
+    loop {
+        let before = dependent.len();
+        for p in &packages {
+            let depends = p.dependencies.iter().any(|d| {
+                let name = d.split_whitespace().next().unwrap_or_default();
+                dependent.contains(name)
+            });
+            if depends {
+                dependent.insert(p.name.clone());
+            }
+        }
+        if dependent.len() == before {
+            break;
+        }
+    }
+    Ok(packages
+        .iter()
+        .filter(|p| !dependent.contains(&p.name))
+        .map(|p| p.name.replace('-', "_"))
+        .filter(|c| !dependent.iter().any(|d| d.replace('-', "_") == *c))
+        .collect())
+}
+
+/// Whether a file of a warm build cache belongs to one of the `shared` crates, so that a build
+/// of a dependent crate never rewrites it: its compiled library or dep-info in
+/// `target/<profile>/deps/` (`lib<name>-<hash>.rlib`, `.rmeta`, `.so`, `<name>-<hash>.d`),
+/// its fingerprint in `target/<profile>/.fingerprint/<package>-<hash>/`, or its build script's
+/// files under `target/<profile>/build/<package>-<hash>/`.
+fn is_shared_build_output(relative: &Path, shared: &BTreeSet<String>) -> bool {
+    let parts: Vec<&str> = relative.iter().filter_map(|c| c.to_str()).collect();
+    let unit = match parts.as_slice() {
+        ["target", _, "deps", file] => {
+            if let Some(stem) = file.strip_suffix(".d") {
+                Some(stem)
+            } else {
+                [".rlib", ".rmeta", ".so"]
+                    .iter()
+                    .find_map(|ext| file.strip_suffix(ext))
+                    .and_then(|stem| stem.strip_prefix("lib"))
+            }
+        }
+        ["target", _, ".fingerprint" | "build", dir, _, ..] => Some(*dir),
+        _ => None,
+    };
+    unit.and_then(crate_before_hash)
+        .is_some_and(|c| shared.contains(&c))
+}
+
+/// `name-1a2b3c` as the crate name `name` (underscored), if what follows the last dash is a hash.
+fn crate_before_hash(s: &str) -> Option<String> {
+    let (name, hash) = s.rsplit_once('-')?;
+    hash.chars()
+        .all(|c| c.is_ascii_hexdigit())
+        .then(|| name.replace('-', "_"))
+}
+
+/// Copies a template like [`copy_preserving`], except that the build outputs of `shared` crates
+/// (see [`is_shared_build_output`]) become hard links to the template's files, made read-only
+/// there. Those are most of a warm build cache, and no build in the copy rewrites them (their
+/// sources and flags do not change); should one try, the sandbox, which holds no capabilities,
+/// fails on the read-only file instead of altering the template.
+pub fn copy_sharing_libraries(from: &Path, to: &Path, shared: &BTreeSet<String>) -> Result<()> {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.with_context(|| format!("reading {}", from.display()))?;
+        let relative = entry.path().strip_prefix(from)?;
+        let target = to.join(relative);
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            fs::create_dir_all(&target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
+        } else {
+            let share = is_shared_build_output(relative, shared);
+            let meta = entry.metadata()?;
+            if share {
+                let mut permissions = meta.permissions();
+                if !permissions.readonly() {
+                    permissions.set_readonly(true);
+                    fs::set_permissions(entry.path(), permissions)?;
+                }
+                fs::hard_link(entry.path(), &target)?;
+            } else {
+                fs::copy(entry.path(), &target)
+                    .with_context(|| format!("copying {}", entry.path().display()))?;
+                filetime::set_file_times(
+                    &target,
+                    filetime::FileTime::from_last_access_time(&meta),
+                    filetime::FileTime::from_last_modification_time(&meta),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,5 +961,111 @@ mod tests {
         assert!(depends_back_on(&lock, "kv").unwrap());
         let err = check_single_subject(&lock, "kv").unwrap_err().to_string();
         assert!(err.contains("2 copies"), "{err}");
+    }
+
+    #[test]
+    fn only_crates_that_do_not_reach_the_subject_are_independent() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("Cargo.lock");
+        fs::write(
+            &lock,
+            r#"version = 3
+[[package]]
+name = "kv"
+version = "0.2.0"
+dependencies = ["serde", "rand-core 0.6.4"]
+[[package]]
+name = "kv-memstore"
+version = "0.2.0"
+dependencies = ["kv"]
+[[package]]
+name = "kv-test-harness"
+version = "0.1.0"
+dependencies = ["kv-memstore 0.2.0 (registry+https://example.invalid/index)"]
+[[package]]
+name = "serde"
+version = "1.0.0"
+[[package]]
+name = "rand-core"
+version = "0.6.4"
+"#,
+        )
+        .unwrap();
+        let independent = crates_independent_of("kv", &[lock]).unwrap();
+        assert_eq!(
+            independent.into_iter().collect::<Vec<_>>(),
+            ["rand_core", "serde"]
+        );
+    }
+
+    #[test]
+    fn build_outputs_are_shared_by_crate_and_kind() {
+        let shared = BTreeSet::from(["serde".to_string(), "rand_core".to_string()]);
+        let yes = [
+            "target/debug/deps/libserde-0123abcd.rlib",
+            "target/debug/deps/libserde-0123abcd.rmeta",
+            "target/debug/deps/librand_core-99ff.so",
+            "target/debug/deps/serde-0123abcd.d",
+            "target/debug/.fingerprint/rand-core-77aa/lib-rand_core",
+            "target/debug/build/serde-1a2b/build-script-build",
+            "target/debug/build/serde-1a2b/out/private.rs",
+        ];
+        let no = [
+            "target/debug/deps/libkv-0123abcd.rlib",
+            "target/debug/deps/kv-0123abcd",
+            "target/debug/deps/serde-not_a_hash.d",
+            "target/debug/incremental/serde-0123/s-1/dep-graph.bin",
+            "target/debug/libserde.rlib",
+            "src/deps/libserde-0123abcd.rlib",
+            "target/debug/.fingerprint/kv-77aa/lib-kv",
+        ];
+        for p in yes {
+            assert!(is_shared_build_output(Path::new(p), &shared), "{p}");
+        }
+        for p in no {
+            assert!(!is_shared_build_output(Path::new(p), &shared), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_sharing_copy_links_read_only_libraries_and_copies_the_rest() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("template");
+        let deps = from.join("target/debug/deps");
+        fs::create_dir_all(&deps).unwrap();
+        fs::create_dir_all(from.join("src")).unwrap();
+        fs::write(deps.join("libserde-00ff.rlib"), "serde").unwrap();
+        fs::write(deps.join("libkv-00ff.rlib"), "kv").unwrap();
+        fs::write(from.join("src/lib.rs"), "fn main() {}").unwrap();
+        std::os::unix::fs::symlink("lib.rs", from.join("src/alias.rs")).unwrap();
+        let old = filetime::FileTime::from_unix_time(1_600_000_000, 0);
+        filetime::set_file_mtime(deps.join("libkv-00ff.rlib"), old).unwrap();
+        let to = dir.path().join("copy");
+        copy_sharing_libraries(&from, &to, &BTreeSet::from(["serde".to_string()])).unwrap();
+
+        let original = fs::metadata(deps.join("libserde-00ff.rlib")).unwrap();
+        let linked = fs::metadata(to.join("target/debug/deps/libserde-00ff.rlib")).unwrap();
+        assert_eq!(original.ino(), linked.ino());
+        assert!(original.permissions().readonly());
+
+        let copied = fs::metadata(to.join("target/debug/deps/libkv-00ff.rlib")).unwrap();
+        assert_ne!(
+            copied.ino(),
+            fs::metadata(deps.join("libkv-00ff.rlib")).unwrap().ino()
+        );
+        assert!(!copied.permissions().readonly());
+        assert_eq!(
+            filetime::FileTime::from_last_modification_time(&copied),
+            old
+        );
+        assert_eq!(
+            fs::read_link(to.join("src/alias.rs")).unwrap(),
+            Path::new("lib.rs")
+        );
+        assert_eq!(
+            fs::read_to_string(to.join("src/lib.rs")).unwrap(),
+            "fn main() {}"
+        );
     }
 }

@@ -4,7 +4,9 @@
 
 use crate::libtest::{self, RunVerdict, TestReport};
 use anyhow::{Context, Result, bail};
-use faultline_corpus::workspace::{GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving};
+use faultline_corpus::workspace::{
+    GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_libraries, crates_independent_of,
+};
 use faultline_corpus::{Case, DataDir, PreparedCase};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
 use faultline_schema::OracleKind;
@@ -90,7 +92,7 @@ impl Workbench {
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, &prepared.stamp.grade, data, toolchain)
+        Workbench::from_template(case, &prepared.stamp.grade, data, toolchain, true)
     }
 
     /// Copies the agent template of a prepared case: no oracle, and a build cache that never saw
@@ -101,20 +103,34 @@ impl Workbench {
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, &prepared.stamp.agent, data, toolchain)
+        Workbench::from_template(case, &prepared.stamp.agent, data, toolchain, false)
     }
 
+    /// `share_libraries` links the dependencies' compiled libraries instead of copying them (see
+    /// [`copy_sharing_libraries`]); only for the grading template, which no agent workspace is
+    /// copied from, so the read-only files never reach an agent.
     fn from_template(
         case: &Case,
         template: &faultline_corpus::Template,
         data: &DataDir,
         toolchain: &Toolchain,
+        share_libraries: bool,
     ) -> Result<Workbench> {
         let dir = tempfile::Builder::new()
             .prefix("bench-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
-        copy_preserving(&template.workspace, &workspace)?;
+        if share_libraries {
+            let locks: Vec<PathBuf> = std::iter::once(template.workspace.join("Cargo.lock"))
+                .chain(template.oracle.iter().map(|o| o.join("Cargo.lock")))
+                .filter(|l| l.is_file())
+                .collect();
+            let shared = crates_independent_of(case.manifest.source.crate_name(), &locks)?;
+            copy_sharing_libraries(&template.workspace, &workspace, &shared)
+                .context("copying the grading template")?;
+        } else {
+            copy_preserving(&template.workspace, &workspace)?;
+        }
         let oracle = match &template.oracle {
             Some(o) => {
                 let copy = dir.path().join("oracle");
