@@ -840,11 +840,11 @@ pub fn crates_independent_of(subject: &str, locks: &[PathBuf]) -> Result<BTreeSe
             break;
         }
     }
+    let dependent: BTreeSet<String> = dependent.iter().map(|d| d.replace('-', "_")).collect();
     Ok(packages
         .iter()
-        .filter(|p| !dependent.contains(&p.name))
         .map(|p| p.name.replace('-', "_"))
-        .filter(|c| !dependent.iter().any(|d| d.replace('-', "_") == *c))
+        .filter(|c| !dependent.contains(c))
         .collect())
 }
 

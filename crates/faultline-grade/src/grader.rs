@@ -300,17 +300,18 @@ async fn repair_inner(
         Ok(b) => b,
         Err((o, err)) => {
             details.error = Some(cap(&err, 4000));
-            let reason = if o == Outcome::Timeout {
-                "the regression tests' build ran out of time".to_string()
+            let (outcome, reason) = if o == Outcome::Timeout {
+                (
+                    Outcome::Timeout,
+                    "the regression tests' build ran out of time",
+                )
             } else {
-                "the crate's own tests do not compile against the patch".to_string()
+                (
+                    Outcome::FailRegression,
+                    "the crate's own tests do not compile against the patch",
+                )
             };
-            let outcome = if o == Outcome::Timeout {
-                Outcome::Timeout
-            } else {
-                Outcome::FailRegression
-            };
-            return Ok((outcome, reason, details));
+            return Ok((outcome, reason.into(), details));
         }
     };
     let regression = run_regression(&bench, &regression_binaries, ctx.case).await?;
@@ -323,12 +324,11 @@ async fn repair_inner(
             details,
         ));
     }
-    let binaries = oracle_binaries;
     if ctx.case.manifest.oracle.seeded {
         for i in 0..opts.robustness_seeds {
             let v = run_oracle(
                 &bench,
-                &binaries,
+                &oracle_binaries,
                 ctx.case,
                 ROBUSTNESS_SEED_BASE + u64::from(i),
             )
@@ -385,14 +385,7 @@ async fn build_regression(
         let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path)) else {
             continue;
         };
-        let file = bench.workspace.join(path);
-        let current = std::fs::read_to_string(&file)?;
-        if !check_tests_kept(&reference, &current).is_empty()
-            && let Some(text) = restore_tests(&reference, &current)
-        {
-            std::fs::write(&file, text)?;
-            swapped = true;
-        }
+        swapped |= bench.take_tests_from(path, &reference)?;
     }
     if !swapped {
         return Ok(Err((Outcome::BuildError, first_error.clone())));

@@ -3,7 +3,6 @@
 //! its texts pass the static checks.
 
 use crate::libtest::RunVerdict;
-use crate::patch::{check_tests_kept, restore_tests};
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
@@ -345,14 +344,7 @@ fn swap_tests(
         let (Some(reference), Some(_)) = (reference(file), file.new.as_ref()) else {
             continue;
         };
-        let path = bench.workspace.join(&file.path);
-        let current = std::fs::read_to_string(&path)?;
-        if !check_tests_kept(reference, &current).is_empty()
-            && let Some(text) = restore_tests(reference, &current)
-        {
-            std::fs::write(&path, text)?;
-            swapped = true;
-        }
+        swapped |= bench.take_tests_from(&file.path, reference)?;
     }
     Ok(swapped)
 }

@@ -3,6 +3,7 @@
 //! sandbox, offline.
 
 use crate::libtest::{self, RunVerdict, TestReport};
+use crate::patch::{check_tests_kept, restore_tests};
 use anyhow::{Context, Result, bail};
 use faultline_corpus::workspace::{
     GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_libraries, crates_independent_of,
@@ -201,6 +202,21 @@ impl Workbench {
             "\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n"
         )?;
         Ok(())
+    }
+
+    /// Gives the workbench's copy of `path` the test items of `reference` (another version of
+    /// that file), keeping the rest of it; whether the file changed.
+    pub fn take_tests_from(&self, path: &str, reference: &str) -> Result<bool> {
+        let file = self.workspace.join(path);
+        let current = fs::read_to_string(&file)?;
+        if check_tests_kept(reference, &current).is_empty() {
+            return Ok(false);
+        }
+        let Some(text) = restore_tests(reference, &current) else {
+            return Ok(false);
+        };
+        fs::write(&file, text)?;
+        Ok(true)
     }
 
     /// Makes the external test package hold one test file, `tests/<name>.rs`, instead of the
