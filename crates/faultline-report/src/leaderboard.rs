@@ -9,6 +9,11 @@ pub fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
 }
 
+/// A difference of fractions in signed percentage points, one decimal.
+pub fn signed_pct(x: f64) -> String {
+    format!("{:+.1}", 100.0 * x)
+}
+
 /// The groups in leaderboard order: by track and condition, best score first.
 pub fn ordered(report: &Report) -> Vec<&GroupStats> {
     let mut rows: Vec<&GroupStats> = report.groups.iter().collect();

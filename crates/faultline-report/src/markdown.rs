@@ -2,13 +2,9 @@
 //! text: both render the same [`Table`]s.
 
 use crate::Table;
-use crate::leaderboard::{self, interval, pct};
+use crate::leaderboard::{self, interval, pct, signed_pct};
 use faultline_schema::report::{PairedDifference, Report};
 use faultline_schema::{ActionKind, Track};
-
-fn signed_pct(x: f64) -> String {
-    format!("{:+.1}", 100.0 * x)
-}
 
 fn difference_cells(d: &PairedDifference) -> [String; 5] {
     let q = |p: f64| {

@@ -2,7 +2,7 @@
 //! symptom-versus-context view per agent, cost and tokens against score (Pareto), action
 //! distributions and the per-case heat map.
 
-use crate::leaderboard::pct;
+use crate::leaderboard::{pct, signed_pct};
 use crate::markdown::{ACTION_KINDS, action_name};
 use crate::svg::{N, Scale, Svg, score_colour};
 use faultline_schema::report::{GroupStats, Report};
@@ -23,14 +23,6 @@ fn short(text: &str, max: usize) -> String {
     let mut s: String = text.chars().take(max - 1).collect();
     s.push('…');
     s
-}
-
-/// The colour class of a condition.
-fn condition_class(c: Condition) -> &'static str {
-    match c {
-        Condition::Symptom => "symptom",
-        Condition::Context => "context",
-    }
 }
 
 /// A horizontal axis with ticks and grid lines across `[top, bottom]`.
@@ -89,7 +81,7 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
         );
         let Some(s) = &g.score else { continue };
         if let (Some(lo), Some(hi)) = (s.lower, s.upper) {
-            svg.line(x.at(lo), cy, x.at(hi), cy, condition_class(condition));
+            svg.line(x.at(lo), cy, x.at(hi), cy, condition.as_str());
         }
         svg.with_title(
             "circle",
@@ -97,7 +89,7 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
                 ("cx", &N(x.at(s.value))),
                 ("cy", &N(cy)),
                 ("r", &4),
-                ("class", &condition_class(condition)),
+                ("class", &condition.as_str()),
             ],
             &format!(
                 "{}: {}% {}",
@@ -191,10 +183,10 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                 34.0,
                 &[("class", &"small")],
                 &format!(
-                    "{:+.1} pts [{:+.1}, {:+.1}], P(>0) = {:.2}",
-                    100.0 * d.mean,
-                    100.0 * d.lower,
-                    100.0 * d.upper,
+                    "{} pts [{}, {}], P(>0) = {:.2}",
+                    signed_pct(d.mean),
+                    signed_pct(d.lower),
+                    signed_pct(d.upper),
                     d.share_positive
                 ),
             );
@@ -220,9 +212,9 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                         ("class", &"bar"),
                     ],
                     &format!(
-                        "[{:+.1}, {:+.1}] pts: {count} resamples",
-                        100.0 * a,
-                        100.0 * b
+                        "[{}, {}] pts: {count} resamples",
+                        signed_pct(a),
+                        signed_pct(b)
                     ),
                 );
             }

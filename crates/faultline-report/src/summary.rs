@@ -20,6 +20,9 @@ pub const REPORT_SEED: u64 = 20_261_129;
 /// Quantiles of paired differences shown in reports.
 pub const QUANTILES: [f64; 9] = [0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975];
 
+/// The standard normal's 97.5% quantile, for 95% Wald intervals.
+const Z_975: f64 = 1.959_963_984_540_054;
+
 /// How the statistics are computed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -211,12 +214,17 @@ impl Group<'_> {
             .collect()
     }
 
-    fn stats(&self, info: &BTreeMap<String, CaseInfo>, options: &Options) -> GroupStats {
+    /// `scores` is [`Group::case_scores`], computed once for every use.
+    fn stats(
+        &self,
+        scores: Option<&CaseScores>,
+        info: &BTreeMap<String, CaseInfo>,
+        options: &Options,
+    ) -> GroupStats {
         let all = || self.records.iter().map(|r| (r.case_id.as_str(), *r));
         let mean_of = |f: &dyn Fn(&ResultRecord) -> f64| {
             case_weighted(all().map(|(c, r)| (c, f(r)))).unwrap_or(0.0)
         };
-        let scores = self.case_scores();
         let mut actions = BTreeMap::new();
         for kind in self.records.iter().flat_map(|r| r.actions.keys()) {
             actions.entry(*kind).or_insert_with(|| {
@@ -228,7 +236,7 @@ impl Group<'_> {
             *outcomes.entry(r.outcome).or_insert(0) += 1;
         }
         let mut breakdowns = Vec::new();
-        if let Some(s) = &scores {
+        if let Some(s) = scores {
             for attribute in [
                 Attribute::System,
                 Attribute::Category,
@@ -251,14 +259,14 @@ impl Group<'_> {
             agent: self.agent.to_string(),
             track: self.track,
             condition: self.condition,
-            cases: scores.as_ref().map_or(0, CaseScores::len),
+            cases: scores.map_or(0, CaseScores::len),
             trials: self.records.len(),
             infra_errors: self
                 .records
                 .iter()
                 .filter(|r| r.outcome == Outcome::InfraError)
                 .count(),
-            score: scores.as_ref().map(|s| estimate(s, &options.bootstrap)),
+            score: scores.map(|s| estimate(s, &options.bootstrap)),
             pass_k: self.pass_k(),
             precision: case_weighted(
                 self.records
@@ -329,8 +337,8 @@ fn glmm(track: Track, groups: &[Group], model_agents: &BTreeSet<&str>) -> GlmmRe
                 intercept: coefficient(&fit.fixed[0]),
                 context: coefficient(c),
                 odds_ratio: c.estimate.exp(),
-                odds_ratio_lower: (c.estimate - 1.959_963_984_540_054 * c.std_error).exp(),
-                odds_ratio_upper: (c.estimate + 1.959_963_984_540_054 * c.std_error).exp(),
+                odds_ratio_lower: (c.estimate - Z_975 * c.std_error).exp(),
+                odds_ratio_upper: (c.estimate + Z_975 * c.std_error).exp(),
                 sd_agent: fit.sd_config,
                 sd_case: fit.sd_case,
                 log_likelihood: fit.log_likelihood,
@@ -537,7 +545,9 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             level: options.bootstrap.level,
             seed: options.bootstrap.seed,
         },
-        groups: par_map(&groups, |g| g.stats(&info, options)),
+        groups: par_map(&groups, |g| {
+            g.stats(scores.get(&(g.agent, g.track, g.condition)), &info, options)
+        }),
         condition_effects,
         comparisons,
         glmm: glmms,

@@ -40,17 +40,23 @@ fn headless(page: &Path, hash: &str, extra: &[&str]) -> Output {
         .expect("chromium runs")
 }
 
-fn run_baselines(data: &Path, run: &Path, tracks: &str) {
-    let out = faultline(data)
-        .args(["run", "toy-double-merge", "--tracks", tracks, "--out"])
-        .arg(run)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+/// Runs a command and checks that it succeeded, showing its standard error otherwise.
+fn succeed(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn run_baselines(data: &Path, run: &Path, tracks: &str) {
+    succeed(
+        faultline(data)
+            .args(["run", "toy-double-merge", "--tracks", tracks, "--out"])
+            .arg(run)
+            .stdout(Stdio::null()),
     );
 }
 
@@ -92,21 +98,16 @@ fn the_html_report_of_a_baseline_run_renders_in_chromium() {
         tmp.path().join("r.md"),
         tmp.path().join("r.json"),
     );
-    let out = faultline(&data)
-        .arg("report")
-        .arg(&run)
-        .arg("--html")
-        .arg(&html)
-        .arg("--markdown")
-        .arg(&md)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        faultline(&data)
+            .arg("report")
+            .arg(&run)
+            .arg("--html")
+            .arg(&html)
+            .arg("--markdown")
+            .arg(&md)
+            .arg("--json")
+            .arg(&json),
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("gold"));
     let report = report_json(&json);
@@ -200,33 +201,23 @@ fn a_packed_run_is_graded_again_and_reproduces_its_tables() {
     let (data, run) = (tmp.path().join("data"), tmp.path().join("run"));
     run_baselines(&data, &run, "diagnose,repair");
     let archive = tmp.path().join("shared.tar.gz");
-    let out = faultline(&data)
-        .arg("pack")
-        .arg(&run)
-        .arg("-o")
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        faultline(&data)
+            .arg("pack")
+            .arg(&run)
+            .arg("-o")
+            .arg(&archive),
     );
 
     // Someone else unpacks and reports it: every submission is graded again.
     let other = tmp.path().join("other-data");
     let json = tmp.path().join("unpacked.json");
-    let out = faultline(&other)
-        .arg("report")
-        .arg(&archive)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        faultline(&other)
+            .arg("report")
+            .arg(&archive)
+            .arg("--json")
+            .arg(&json),
     );
     let unpacked = tmp.path().join("shared");
     assert_eq!(records(&unpacked).len(), records(&run).len());
@@ -241,16 +232,7 @@ fn a_packed_run_is_graded_again_and_reproduces_its_tables() {
         "the tables of the archive differ from the run's"
     );
     // Reporting the unpacked copy again reuses its check.
-    let out = faultline(&other)
-        .arg("report")
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeed(faultline(&other).arg("report").arg(&archive));
     assert!(String::from_utf8_lossy(&out.stdout).contains("12 identical"));
 
     // A file changed after packing is refused.
