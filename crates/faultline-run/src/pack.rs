@@ -41,8 +41,8 @@ fn sha256(bytes: &[u8]) -> String {
 
 /// Writes `run_dir` as a gzipped tar at `out` (atomically) and returns its manifest.
 pub fn pack(run_dir: &Path, out: &Path) -> Result<PackManifest> {
-    let (_, records) = read_run(run_dir)?;
-    if !run_dir.join("lock.json").is_file() {
+    let (lock, records) = read_run(run_dir)?;
+    if lock.is_none() {
         bail!(
             "{} has no lock.json; only a run directory made by faultline can be packed",
             run_dir.display()
@@ -253,7 +253,16 @@ pub fn compare(archived: &[ResultRecord], regraded: &[ResultRecord]) -> RegradeC
     }
 }
 
-/// The grading settings a lock records (`robustness_seeds=N reproduction_k=M`).
+/// The grading settings as a lock records them (`robustness_seeds=N reproduction_k=M`); read
+/// back by [`grading_options`].
+pub fn grading_settings(opts: &faultline_grade::GradeOptions) -> String {
+    format!(
+        "robustness_seeds={} reproduction_k={}",
+        opts.robustness_seeds, opts.reproduction_k
+    )
+}
+
+/// The grading settings a lock records, as written by [`grading_settings`].
 pub fn grading_options(recorded: &str) -> Option<faultline_grade::GradeOptions> {
     let mut opts = faultline_grade::GradeOptions::default();
     for part in recorded.split_whitespace() {
@@ -300,7 +309,11 @@ mod tests {
 
     #[test]
     fn grading_settings_round_trip() {
-        let o = grading_options("robustness_seeds=2 reproduction_k=7").unwrap();
+        let written = faultline_grade::GradeOptions {
+            robustness_seeds: 2,
+            reproduction_k: 7,
+        };
+        let o = grading_options(&grading_settings(&written)).unwrap();
         assert_eq!((o.robustness_seeds, o.reproduction_k), (2, 7));
         assert!(grading_options("robustness_seeds=x").is_none());
         assert!(grading_options("other=1").is_none());

@@ -198,10 +198,7 @@ pub async fn import_predictions(
             })
             .collect::<Result<_>>()?,
         pricing: None,
-        grading: format!(
-            "robustness_seeds={} reproduction_k={}",
-            opts.robustness_seeds, opts.reproduction_k
-        ),
+        grading: crate::pack::grading_settings(opts),
         shard: None,
     };
     std::fs::create_dir_all(out)?;

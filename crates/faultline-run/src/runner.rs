@@ -228,10 +228,7 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
             })
             .collect::<Result<_>>()?,
         pricing: Some(cfg.pricing.table_version.clone()),
-        grading: format!(
-            "robustness_seeds={} reproduction_k={}",
-            cfg.grading.robustness_seeds, cfg.grading.reproduction_k
-        ),
+        grading: crate::pack::grading_settings(&cfg.grading),
         shard: cfg.shard.map(|s| s.to_string()),
     })
 }

@@ -33,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
         ServerOptions {
             port: args.port,
             request_log: args.request_log,
-            forget_requests: false,
+            ..ServerOptions::default()
         },
     )
     .await

@@ -499,9 +499,8 @@ async fn request_log_gets_one_json_line_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.jsonl");
     let options = ServerOptions {
-        port: 0,
         request_log: Some(log.clone()),
-        forget_requests: false,
+        ..ServerOptions::default()
     };
     let server = ScriptedServer::start_with(Script::new(vec![text("a")]), options)
         .await
@@ -517,4 +516,27 @@ async fn request_log_gets_one_json_line_per_request() {
     assert_eq!(lines[0]["step"], 0);
     assert_eq!(lines[1]["step"], Value::Null);
     assert_eq!(lines[0]["protocol"], "openai");
+}
+
+#[tokio::test]
+async fn forgotten_requests_are_still_logged_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let options = ServerOptions {
+        request_log: Some(log.clone()),
+        forget_requests: true,
+        ..ServerOptions::default()
+    };
+    let server = ScriptedServer::start_with(Script::new(vec![text("a"), text("b")]), options)
+        .await
+        .unwrap();
+    openai(&server, &openai_body("s", "u")).await;
+    openai(&server, &openai_body("s", "u")).await;
+    assert!(server.requests().is_empty());
+    let indices: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["index"].clone())
+        .collect();
+    assert_eq!(indices, [Value::from(0), Value::from(1)]);
 }

@@ -1,7 +1,7 @@
 //! `faultline cases ...` and `faultline prepare`.
 
 use crate::Env;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use faultline_corpus::{Case, Selection};
 use faultline_grade::{ValidateOptions, validate_case};
@@ -240,8 +240,8 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     if let Some(path) = &args.markdown {
         let json_path = path.with_extension("json");
         let recorded = if args.merge && json_path.exists() {
-            let previous: ValidationReport = serde_json::from_slice(&std::fs::read(&json_path)?)
-                .with_context(|| format!("cannot read {}", json_path.display()))?;
+            let previous: ValidationReport =
+                faultline_schema::io::read_json(&json_path, "validation report")?;
             let existing: BTreeSet<String> =
                 corpus.cases.iter().map(|c| c.id().to_string()).collect();
             faultline_report::validation::merge(previous, report.clone(), &existing)
@@ -249,10 +249,7 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         } else {
             report.clone()
         };
-        faultline_schema::io::write_atomic(
-            &json_path,
-            format!("{}\n", serde_json::to_string_pretty(&recorded)?).as_bytes(),
-        )?;
+        faultline_schema::io::write_json_atomic(&json_path, &recorded)?;
         faultline_schema::io::write_atomic(
             path,
             faultline_report::validation::markdown(&recorded).as_bytes(),

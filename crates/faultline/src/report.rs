@@ -81,11 +81,7 @@ pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(e) if !regrade => {
             eprintln!("warning: {e:#}; the report shows no labeled blocks or source excerpts");
-            Corpus {
-                root: PathBuf::new(),
-                cases: Vec::new(),
-                errors: Vec::new(),
-            }
+            Corpus::default()
         }
         Err(e) => return Err(e.context("re-grading an archive needs its cases")),
     };
