@@ -1,7 +1,12 @@
-//! The repository's corpus: every case loads, the generated documents are current, and the
-//! smoke suite validates from scratch (real crates from the package registry, real sandboxes).
+//! The repository's corpus: every case loads, the generated documents are current, every oracle
+//! keeps the reproduce track's rules as the gold baseline submits it, and the smoke suite
+//! validates from scratch (real crates from the package registry, real sandboxes).
 
+use faultline_agent::{Baseline, Submission, baselines};
 use faultline_corpus::Corpus;
+use faultline_corpus::gold::TreeDiff;
+use faultline_grade::legality::{Legality, check_reproducer};
+use faultline_schema::Track;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,6 +21,31 @@ fn every_case_loads() {
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(corpus.cases.len() >= 3);
     corpus.suite("smoke").unwrap();
+}
+
+#[test]
+fn every_oracle_keeps_the_reproducer_rules_as_the_gold_baseline_submits_it() {
+    let corpus = Corpus::load(&corpus_dir()).unwrap();
+    for case in &corpus.cases {
+        let submitted = baselines::submit(
+            Baseline::Gold,
+            Track::Reproduce,
+            case,
+            &TreeDiff::default(),
+            "",
+            Path::new(""),
+        )
+        .unwrap();
+        let Submission::Reproducer(test) = submitted else {
+            panic!("{}: the gold baseline submits no reproducer", case.id());
+        };
+        assert_eq!(
+            check_reproducer(&test),
+            Legality::Legal,
+            "{}: the oracle would be an illegal reproducer",
+            case.id()
+        );
+    }
 }
 
 #[test]
