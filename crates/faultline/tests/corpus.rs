@@ -103,6 +103,8 @@ fn the_validation_report_covers_every_case_as_it_is_now() {
     );
 }
 
+/// Validates the smoke suite from scratch, then runs the gold baseline's reproducers on the
+/// cases it prepared: every one must stay `valid` under the reproduce track's rules.
 #[test]
 fn the_smoke_suite_validates_from_scratch() {
     // A fresh data directory: the sources are fetched through cargo, the workspaces built cold.
@@ -126,4 +128,39 @@ fn the_smoke_suite_validates_from_scratch() {
         assert_eq!(c.gold_passes(), report.k);
     }
     assert!(out.status.success());
+
+    let run = tmp.path().join("gold-reproducers");
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("--corpus")
+        .arg(corpus_dir())
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--agent",
+            "baseline:gold",
+            "--tracks",
+            "reproduce",
+            "--conditions",
+            "symptom",
+            "--out",
+        ])
+        .arg(&run)
+        .env("FAULTLINE_DATA", &data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
+    let records: Vec<faultline_schema::ResultRecord> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), report.cases.len(), "{results}");
+    for r in &records {
+        assert_eq!(r.outcome, faultline_schema::Outcome::Valid, "{r:#?}");
+    }
 }
