@@ -110,6 +110,9 @@ pub fn check_reproducer(text: &str) -> Legality {
         Ok(s) => s,
         Err(e) => return Legality::Unreadable(e.to_string()),
     };
+    if too_deep(&stream) {
+        return Legality::Unreadable(format!("brackets are nested more than {MAX_NESTING} deep"));
+    }
     let tokens: Vec<TokenTree> = stream.into_iter().collect();
     let mut checker = Checker::default();
     checker.collect_imports(&tokens);
@@ -119,6 +122,26 @@ pub fn check_reproducer(text: &str) -> Legality {
     } else {
         Legality::Illegal(checker.found.into_iter().collect())
     }
+}
+
+/// How deep brackets may nest for the checker, which walks them recursively, to read a file:
+/// far more than any test needs, and far less than would overflow a thread's stack.
+const MAX_NESTING: usize = 256;
+
+/// Whether groups nest deeper than [`MAX_NESTING`] (found without recursion).
+fn too_deep(stream: &TokenStream) -> bool {
+    let mut todo = vec![(stream.clone(), 0)];
+    while let Some((stream, depth)) = todo.pop() {
+        for tt in stream {
+            if let TokenTree::Group(g) = tt {
+                if depth + 1 > MAX_NESTING {
+                    return true;
+                }
+                todo.push((g.stream(), depth + 1));
+            }
+        }
+    }
+    false
 }
 
 /// Roots whose modules hold the standard library's doors to the system.
@@ -1063,6 +1086,14 @@ fn sources_changed() {
         assert_eq!(v[0].line, 2);
         assert_legal("");
         assert_legal("\u{feff}fn f() {}");
+        let deep = format!(
+            "fn f() {{ {}{} }}",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        );
+        assert!(matches!(check_reproducer(&deep), Legality::Unreadable(_)));
+        let fine = format!("fn f() {{ {}{} }}", "(".repeat(200), ")".repeat(200));
+        assert_legal(&fine);
         // A shebang line is read as tokens like the rest, so nothing can hide behind one.
         assert!(
             rules("#!/*x*/[allow(unused)] fn f() { std::fs::read(\"x\"); }")
