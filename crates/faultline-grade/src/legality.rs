@@ -150,8 +150,9 @@ const STD_ROOTS: &[&str] = &["std", "core", "alloc"];
 /// Async runtimes that mirror those doors (`tokio::fs`, `async_std::net`).
 const RUNTIME_ROOTS: &[&str] = &["tokio", "async_std", "smol"];
 
-/// Crates that exist to reach the system; any path into them breaks a rule.
-const SYSTEM_CRATES: &[(&str, Rule)] = &[
+/// Crates that exist to reach the system, or to make identifiers out of pieces (which could
+/// assemble any forbidden name); any path into them breaks a rule.
+const FORBIDDEN_CRATES: &[(&str, Rule)] = &[
     ("libc", Rule::SystemInterface),
     ("nix", Rule::SystemInterface),
     ("rustix", Rule::SystemInterface),
@@ -171,6 +172,8 @@ const SYSTEM_CRATES: &[(&str, Rule)] = &[
     ("dotenv", Rule::EnvironmentAccess),
     ("dotenvy", Rule::EnvironmentAccess),
     ("backtrace", Rule::SourcePositions),
+    ("paste", Rule::AssembledPath),
+    ("pastey", Rule::AssembledPath),
 ];
 
 /// Names that break a rule anywhere below a standard root (`std::fs`, `std::prelude::v1::env`,
@@ -531,7 +534,7 @@ impl Checker {
                         && g.delimiter() == Delimiter::Bracket
                     {
                         let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                        self.attribute(&inner, line);
+                        self.attribute(&inner, line, false);
                     }
                 }
                 TokenTree::Ident(id) => {
@@ -579,7 +582,7 @@ impl Checker {
                     );
                 }
                 if let [root] = resolved.as_slice()
-                    && let Some(rule) = lookup(SYSTEM_CRATES, root)
+                    && let Some(rule) = lookup(FORBIDDEN_CRATES, root)
                 {
                     self.report(import.line, rule, format!("imports {}", show(&resolved)));
                 }
@@ -643,19 +646,7 @@ impl Checker {
     /// it (or after `tts[i]`).
     fn path_at(&mut self, tts: &[TokenTree], i: usize) -> usize {
         let line = line_of(&tts[i]);
-        let mut j = i;
-        if is_path_sep(tts, j) {
-            j += 2;
-        }
-        let mut path = Vec::new();
-        while let Some((segment, next)) = segment_at(tts, j) {
-            path.push(segment);
-            j = next;
-            if !is_path_sep(tts, j) || segment_at(tts, j + 2).is_none() {
-                break;
-            }
-            j += 2;
-        }
+        let (path, j) = read_path(tts, i);
         if path.is_empty() {
             return i + 1;
         }
@@ -714,9 +705,15 @@ impl Checker {
         }
     }
 
-    /// An attribute's tokens (inside `#[...]`): loading a module from a path, or changing
-    /// linkage, also inside `cfg_attr`.
-    fn attribute(&mut self, tts: &[TokenTree], line: usize) {
+    /// An attribute's tokens (inside `#[...]`): loading a module from a path, changing linkage
+    /// (also inside `cfg_attr`), or a path written as a string, which derive macros turn into
+    /// code (`#[serde(default = "std::env::vars")]`). The strings of attributes that hold prose
+    /// (documentation, an expected panic message, a deprecation note) are not read for paths.
+    fn attribute(&mut self, tts: &[TokenTree], line: usize, prose: bool) {
+        let prose = prose
+            || ["doc", "should_panic", "deprecated", "must_use"]
+                .iter()
+                .any(|name| is_keyword(tts.first(), name));
         for (i, tt) in tts.iter().enumerate() {
             match tt {
                 TokenTree::Ident(id) => {
@@ -727,13 +724,51 @@ impl Checker {
                         self.report(line, rule, format!("`#[{name}]`"));
                     }
                 }
+                TokenTree::Literal(lit) if !prose => {
+                    if let Some(path) = path_in_string(lit) {
+                        self.check_path(&path, line, "a path in an attribute's string: ");
+                    }
+                }
                 TokenTree::Group(g) => {
                     let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                    self.attribute(&inner, line);
+                    self.attribute(&inner, line, prose);
                 }
                 _ => {}
             }
         }
+    }
+}
+
+/// Reads the path that starts at `tts[i]` (empty when none does) and returns it with the index
+/// after it.
+fn read_path(tts: &[TokenTree], i: usize) -> (Vec<Segment>, usize) {
+    let mut j = i;
+    if is_path_sep(tts, j) {
+        j += 2;
+    }
+    let mut path = Vec::new();
+    while let Some((segment, next)) = segment_at(tts, j) {
+        path.push(segment);
+        j = next;
+        if !is_path_sep(tts, j) || segment_at(tts, j + 2).is_none() {
+            break;
+        }
+        j += 2;
+    }
+    (path, j)
+}
+
+/// The path a string literal holds when it holds nothing else (`"std::env::vars"`).
+fn path_in_string(lit: &proc_macro2::Literal) -> Option<Vec<String>> {
+    let text = syn::parse2::<syn::LitStr>(TokenTree::Literal(lit.clone()).into())
+        .ok()?
+        .value();
+    let tts: Vec<TokenTree> = text.parse::<TokenStream>().ok()?.into_iter().collect();
+    let (path, end) = read_path(&tts, 0);
+    if end == tts.len() && path.len() > 1 {
+        names(&path)
+    } else {
+        None
     }
 }
 
@@ -761,7 +796,7 @@ fn forbidden(path: &[String]) -> Option<Rule> {
 fn forbidden_from_root(path: &[String]) -> Option<Rule> {
     let root = path.first()?.as_str();
     if path.len() > 1
-        && let Some(rule) = lookup(SYSTEM_CRATES, root)
+        && let Some(rule) = lookup(FORBIDDEN_CRATES, root)
     {
         return Some(rule);
     }
@@ -1025,6 +1060,24 @@ fn sources_changed() {
         ] {
             assert!(rules(text).contains(&rule), "{text}: {:?}", rules(text));
         }
+        // Derive macros turn paths in strings into code.
+        assert!(
+            rules(
+                "#[derive(Deserialize)] struct S { #[serde(default = \"std::env::vars\")] v: V }"
+            )
+            .contains(&Rule::EnvironmentAccess)
+        );
+        assert!(
+            rules("use std as s; #[derive(D)] #[d(with = \" s :: process \")] struct S;")
+                .contains(&Rule::ProcessAccess)
+        );
+        assert_legal(
+            "/// Unlike std::fs::read, this reads nothing.\n#[should_panic(expected = \"std::fs\")]\n#[serde(rename = \"path\")]\nfn f() {}",
+        );
+        assert!(
+            rules("fn f() { paste::paste! { [<f s>]::read(\"x\") } }")
+                .contains(&Rule::AssembledPath)
+        );
         // A variable called `env` and a comparison are not macro calls.
         assert_legal("fn f(env: u8) -> bool { let include = 1; env != (include) }");
     }
