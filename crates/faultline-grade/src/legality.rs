@@ -251,6 +251,18 @@ const DISTINCT_MACROS: &[&str] = &[
     "naked_asm",
 ];
 
+/// Methods that return where in the sources something happened, on the values that loggers and
+/// tracing subscribers receive (`Metadata::line`, `Record::file`) and on panic information, and
+/// the options that make a formatting subscriber print those positions.
+const POSITION_METHODS: &[&str] = &[
+    "file",
+    "line",
+    "location",
+    "module_path",
+    "with_file",
+    "with_line_number",
+];
+
 /// Attributes that load another file as a module or change what the binary links to.
 const FORBIDDEN_ATTRIBUTES: &[(&str, Rule)] = &[
     ("link", Rule::SystemInterface),
@@ -537,6 +549,18 @@ impl Checker {
                         self.attribute(&inner, line, false);
                     }
                 }
+                TokenTree::Punct(p) if p.as_char() == '.' => {
+                    if let Some(TokenTree::Ident(method)) = tts.get(i + 1)
+                        && POSITION_METHODS.contains(&name_of(method).as_str())
+                        && matches!(tts.get(i + 2), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis)
+                    {
+                        self.report(
+                            line,
+                            Rule::SourcePositions,
+                            format!("`.{}()`", name_of(method)),
+                        );
+                    }
+                }
                 TokenTree::Ident(id) => {
                     if let Some((imports, readable)) = imports_at(tts, i) {
                         self.imports(&imports, readable, line);
@@ -661,6 +685,11 @@ impl Checker {
             && let Some(names) = names(&path)
         {
             self.check_path(&names, line, "");
+            if let Some(last) = names.last()
+                && POSITION_METHODS.contains(&last.as_str())
+            {
+                self.report(line, Rule::SourcePositions, show(&names));
+            }
         }
         if let (Some(Segment::Meta), true) = (path.last(), is_macro_call(tts, j)) {
             self.report(
@@ -993,6 +1022,18 @@ fn sources_changed() {
             ),
             (
                 "fn f() { std::backtrace::Backtrace::force_capture(); }",
+                Rule::SourcePositions,
+            ),
+            (
+                "fn on_event(e: &Event) { let _ = e.metadata().line(); }",
+                Rule::SourcePositions,
+            ),
+            (
+                "fn f(r: &Record) { let _ = log::Record::file(r); }",
+                Rule::SourcePositions,
+            ),
+            (
+                "fn f() { fmt().with_line_number(true).init(); }",
                 Rule::SourcePositions,
             ),
             ("use std::prelude::v1::env as e;", Rule::EnvironmentAccess),
