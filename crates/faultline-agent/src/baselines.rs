@@ -115,9 +115,9 @@ pub fn submit(
         (Baseline::Gold, Track::Reproduce) => Ok(match case.manifest.oracle.kind {
             // An in-crate oracle uses private items, so it cannot be an integration test.
             OracleKind::InCrate => Submission::None,
-            OracleKind::External => {
-                first_oracle_test(case)?.map_or(Submission::None, Submission::Reproducer)
-            }
+            OracleKind::External => first_oracle_test(case)?.map_or(Submission::None, |test| {
+                Submission::Reproducer(with_fixed_seed(&test))
+            }),
         }),
         (Baseline::Bm25, Track::Diagnose) => {
             let index = FunctionIndex::build(workspace)?;
@@ -129,6 +129,26 @@ pub fn submit(
         }
         _ => Ok(Submission::None),
     }
+}
+
+/// The seed the gold reproducer fixes: the one every validation run and every repair's grade
+/// starts with, so the oracle is known to fail on the buggy version under it.
+const GOLD_REPRODUCER_SEED: u64 = 1;
+
+/// An oracle's test as a legal reproducer. An oracle reads its seed from `FAULTLINE_SEED`, and a
+/// reproducer may not read the environment (nor is the variable set where reproducers run), so
+/// the read is replaced by a value of the same shape holding [`GOLD_REPRODUCER_SEED`].
+fn with_fixed_seed(test: &str) -> String {
+    static SEED_READ: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"(?:::\s*)?std\s*::\s*env\s*::\s*var\s*\(\s*"FAULTLINE_SEED"\s*\)"#)
+            .expect("valid regex")
+    });
+    SEED_READ
+        .replace_all(
+            test,
+            format!("Ok::<String, ()>(String::from(\"{GOLD_REPRODUCER_SEED}\"))").as_str(),
+        )
+        .into_owned()
 }
 
 fn first_oracle_test(case: &Case) -> Result<Option<String>> {
@@ -464,6 +484,33 @@ mod tests {
         let names: Vec<_> = blocks.iter().map(|b| b.symbol.clone().unwrap()).collect();
         assert_eq!(names, ["Ledger::snapshot", "Ledger::apply_delete"]);
         assert!(idx.from_traces("no trace here", 3).is_empty());
+    }
+
+    #[test]
+    fn the_gold_reproducer_fixes_the_seed_it_would_read() {
+        let oracle = "fn seed() -> u64 {\n    std::env::var(\"FAULTLINE_SEED\").ok().and_then(|s| s.parse().ok()).unwrap_or(7)\n}\nfn other() -> u64 {\n    match :: std :: env :: var ( \"FAULTLINE_SEED\" ) { Ok(s) => s.parse().unwrap(), Err(_) => 7 }\n}\nfn main() { assert_eq!((seed(), other()), (1, 1)); }\n";
+        let fixed = with_fixed_seed(oracle);
+        assert!(!fixed.contains("env"), "{fixed}");
+        // The rewritten reads compile and hold the seed.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("seed.rs"), &fixed).unwrap();
+        let built = std::process::Command::new("rustc")
+            .args(["--edition", "2021", "-o"])
+            .arg(dir.path().join("seed"))
+            .arg(dir.path().join("seed.rs"))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let ran = std::process::Command::new(dir.path().join("seed"))
+            .status()
+            .unwrap();
+        assert!(ran.success());
+        let other = "fn f() { let _ = std::env::var(\"HOME\"); }";
+        assert_eq!(with_fixed_seed(other), other);
     }
 
     #[test]

@@ -215,6 +215,8 @@ mod tests {
         };
         assert!(render(Track::Diagnose).task.contains("diagnosis.json"));
         assert!(render(Track::Reproduce).task.contains("faultline_repro.rs"));
+        assert!(render(Track::Reproduce).task.contains("graded `illegal`"));
+        assert!(!render(Track::Repair).task.contains("illegal"));
         assert!(render(Track::Repair).task.contains("changes you made"));
         assert!(render(Track::Repair).system.contains("```bash"));
     }

@@ -3,6 +3,7 @@
 //! Every grade is built in a fresh workbench, never in the agent's workspace.
 
 use crate::diagnosis;
+use crate::legality::{Legality, check_reproducer};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
-pub const GRADER_VERSION: u32 = 2;
+pub const GRADER_VERSION: u32 = 3;
 
 /// The seed of the oracle run that decides a repair (the agent never sees any seed).
 pub const PRIMARY_SEED: u64 = 1;
@@ -446,8 +447,10 @@ async fn run_oracle(
 }
 
 /// Grades a reproducer: one integration-test file, built against the crate's public API, which
-/// must fail on the buggy version and pass with the gold patch, k times each. It is built in a
-/// copy of the agent's template, where neither the oracle nor its build products exist.
+/// must fail on the buggy version and pass with the gold patch, k times each. It must keep the
+/// track's rules ([`crate::legality`]), or it is `illegal` without being built. It is built in a
+/// copy of the agent's template, where neither the oracle nor its build products exist, and run
+/// in a sandbox that holds only its executable.
 pub async fn grade_reproduction(
     ctx: &GradeContext<'_>,
     trial_id: &str,
@@ -456,11 +459,12 @@ pub async fn grade_reproduction(
 ) -> Result<Grade> {
     let started = Instant::now();
     let mut g = new_grade(ctx, trial_id, Track::Reproduce, test_file)?;
+    let mut details = ReproductionDetails {
+        k: opts.reproduction_k,
+        ..Default::default()
+    };
     if test_file.trim().is_empty() {
-        g.reproduction = Some(ReproductionDetails {
-            k: opts.reproduction_k,
-            ..Default::default()
-        });
+        g.reproduction = Some(details);
         return Ok(conclude(
             g,
             Outcome::InvalidSubmission,
@@ -468,7 +472,29 @@ pub async fn grade_reproduction(
             started,
         ));
     }
-    match reproduction_inner(ctx, test_file, opts).await {
+    let unreadable = match check_reproducer(test_file) {
+        Legality::Legal => None,
+        Legality::Unreadable(why) => Some(why),
+        Legality::Illegal(violations) => {
+            let reason = match violations.as_slice() {
+                [] => "the reproducer breaks the track's rules".to_string(),
+                [first, rest @ ..] => format!(
+                    "the reproducer breaks the track's rules: {} (line {}: {}){}",
+                    first.rule,
+                    first.line,
+                    first.found,
+                    match rest.len() {
+                        0 => String::new(),
+                        n => format!(", and {n} more"),
+                    }
+                ),
+            };
+            details.violations = violations.iter().map(ToString::to_string).collect();
+            g.reproduction = Some(details);
+            return Ok(conclude(g, Outcome::Illegal, reason, started));
+        }
+    };
+    match reproduction_inner(ctx, test_file, opts, details, unreadable).await {
         Ok((outcome, reason, details)) => {
             g.reproduction = Some(details);
             Ok(conclude(g, outcome, reason, started))
@@ -477,16 +503,16 @@ pub async fn grade_reproduction(
     }
 }
 
+/// Builds and runs a reproducer that the static check passed, or could not read (`unreadable`
+/// says why): such a file is illegal if it compiles, since nobody checked what it does.
 async fn reproduction_inner(
     ctx: &GradeContext<'_>,
     test_file: &str,
     opts: &GradeOptions,
+    mut details: ReproductionDetails,
+    unreadable: Option<String>,
 ) -> Result<(Outcome, String, ReproductionDetails)> {
     let k = opts.reproduction_k;
-    let mut details = ReproductionDetails {
-        k,
-        ..Default::default()
-    };
     let gold = diff_trees(&ctx.prepared.sources.buggy, &ctx.prepared.sources.fixed)?;
     let mut harness = ReproHarness::Crate;
     let mut per_version = Vec::new();
@@ -523,18 +549,19 @@ async fn reproduction_inner(
                 ));
             }
         };
+        if let Some(why) = &unreadable {
+            details.violations = vec![format!("the checker cannot read the file: {why}")];
+            return Ok((
+                Outcome::Illegal,
+                "the reproducer compiles but the harness cannot read it to check the track's rules"
+                    .into(),
+                details,
+            ));
+        }
         let mut verdicts = Vec::new();
-        for seed in 1..=u64::from(k) {
-            let run = bench
-                .run(
-                    &bin,
-                    None,
-                    &[],
-                    seed,
-                    Duration::from_secs(ctx.case.manifest.oracle.timeout_secs),
-                )
-                .await?;
-            verdicts.push(run.verdict);
+        for _ in 0..k {
+            let timeout = Duration::from_secs(ctx.case.manifest.oracle.timeout_secs);
+            verdicts.push(bench.run_alone(&bin, timeout).await?.verdict);
         }
         per_version.push(verdicts);
     }

@@ -3,6 +3,7 @@
 
 pub mod diagnosis;
 pub mod grader;
+pub mod legality;
 pub mod libtest;
 pub mod patch;
 pub mod validate;

@@ -39,6 +39,9 @@ pub enum Outcome {
     DoesNotCompile,
     /// Reproduction: its result changes between runs.
     Flaky,
+    /// Reproduction: the test breaks a rule of the track (it reads files, the environment,
+    /// other processes or the network, or uses unsafe code); the details name the rule.
+    Illegal,
     /// The submission is missing or malformed (bad JSON, unknown fields, absurd lines).
     InvalidSubmission,
     /// The grader itself failed; never counted as a failure of the agent.
@@ -67,6 +70,7 @@ impl Outcome {
             Outcome::PassesOnBoth => "passes_on_both",
             Outcome::DoesNotCompile => "does_not_compile",
             Outcome::Flaky => "flaky",
+            Outcome::Illegal => "illegal",
             Outcome::InvalidSubmission => "invalid_submission",
             Outcome::InfraError => "infra_error",
         }
@@ -127,6 +131,9 @@ pub struct ReproductionDetails {
     pub discarded_files: Vec<String>,
     /// The compiler error, if it did not compile.
     pub error: Option<String>,
+    /// The rules an illegal reproducer breaks, one line each: where, which rule, what.
+    #[serde(default)]
+    pub violations: Vec<String>,
 }
 
 /// Hashes of everything the grade depends on, for the grade cache and for audits.
