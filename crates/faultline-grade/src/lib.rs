@@ -5,6 +5,7 @@ pub mod diagnosis;
 pub mod grader;
 pub mod libtest;
 pub mod patch;
+pub mod protections;
 pub mod validate;
 pub mod workbench;
 

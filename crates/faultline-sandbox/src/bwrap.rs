@@ -318,7 +318,10 @@ impl Sandbox {
             a.push("--".to_string());
         }
         a.extend(argv.iter().cloned());
-        Invocation { args: a, command_at }
+        Invocation {
+            args: a,
+            command_at,
+        }
     }
 }
 

@@ -171,11 +171,14 @@ pub(crate) fn main(args: &[OsString]) -> ExitCode {
 }
 
 fn launch(args: &[OsString]) -> Result<std::convert::Infallible, String> {
-    let (opts, Parsed {
-        bwrap,
-        args: mut rest,
-        command_at,
-    }) = LaunchOptions::parse(args)?;
+    let (
+        opts,
+        Parsed {
+            bwrap,
+            args: mut rest,
+            command_at,
+        },
+    ) = LaunchOptions::parse(args)?;
     // Files stay open across the exec for bubblewrap to read; everything else std opened is
     // close-on-exec.
     let mut kept = Vec::new();
@@ -198,7 +201,10 @@ fn launch(args: &[OsString]) -> Result<std::convert::Infallible, String> {
     // What this process holds open (the files above, whatever the harness inherited) is closed
     // before the sandboxed command runs.
     let closer = crate::bwrap::close_fds_prefix(&crate::reap::inheritable_fds());
-    rest.splice(command_at..command_at, closer.into_iter().map(OsString::from));
+    rest.splice(
+        command_at..command_at,
+        closer.into_iter().map(OsString::from),
+    );
     std::fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ)
         .map_err(|e| format!("cannot raise oom_score_adj: {e}"))?;
     if let Some(n) = opts.file_size_limit {

@@ -45,7 +45,7 @@ pub use protections::{Protection, Protections};
 pub use session::{SUPERVISOR_BIN, Session, supervisor_path, use_supervisor};
 pub use spec::{
     DEFAULT_OUTPUT_CAP, ExecOutput, ExecRequest, GUEST_PATH, Identity, LimitHit, Mount,
-    ResourceLimits, SandboxSpec, TOOLCHAIN_GUEST, Toolchain,
+    ResourceLimits, SandboxSpec, TOOLCHAIN_GUEST, Toolchain, configure_default_limits,
 };
 
 use bwrap::Features;
@@ -336,7 +336,9 @@ impl Sandbox {
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
         let start = Instant::now();
         let counts_before = self.limit_counts();
-        let mut child = self.spawn_bwrap(self.request_invocation(req), Stdio::null()).await?;
+        let mut child = self
+            .spawn_bwrap(self.request_invocation(req), Stdio::null())
+            .await?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let cap = req.output_cap;

@@ -91,6 +91,11 @@ pub struct Protections {
 }
 
 impl Protections {
+    /// What a sandbox built from `spec` would get on this machine, without building one.
+    pub fn for_spec(spec: &SandboxSpec) -> Protections {
+        protections(spec, crate::bwrap::features())
+    }
+
     /// Each protection with a short name, in a fixed order.
     pub fn list(&self) -> [(&'static str, &Protection); 11] {
         [
@@ -245,8 +250,7 @@ pub(crate) fn protections(spec: &SandboxSpec, features: Option<Features>) -> Pro
     let oom_first = match (&launcher, &write_restriction) {
         (Err(_), _) => no_launcher("raising the OOM score before the sandbox starts"),
         (Ok(_), Protection::Active(_)) => Protection::Active(
-            "oom_score_adj 1000 from before the sandbox starts; writes to /proc are refused"
-                .into(),
+            "oom_score_adj 1000 from before the sandbox starts; writes to /proc are refused".into(),
         ),
         (Ok(_), _) => Protection::Unavailable(
             "oom_score_adj is raised to 1000, but without the write restriction a command can \

@@ -114,7 +114,10 @@ fn exited(pidfd: &OwnedFd) -> bool {
 }
 
 /// Reads a stream to its end, keeping what the cap allows.
-pub(crate) async fn drain<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> std::io::Result<CappedBuffer> {
+pub(crate) async fn drain<R: AsyncRead + Unpin>(
+    mut r: R,
+    cap: usize,
+) -> std::io::Result<CappedBuffer> {
     let mut buf = CappedBuffer::new(cap);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -125,4 +128,3 @@ pub(crate) async fn drain<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> std::io
         buf.push(&chunk[..n]);
     }
 }
-

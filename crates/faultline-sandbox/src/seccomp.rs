@@ -195,7 +195,10 @@ fn rules() -> BackendResult<Rules> {
         .collect::<BackendResult<Vec<_>>>()?;
     rules.insert(libc::SYS_ioctl, ioctls);
     for call in [libc::SYS_unshare, libc::SYS_clone] {
-        rules.insert(call, vec![SeccompRule::new(vec![has_bits(0, CLONE_NEWUSER)?])?]);
+        rules.insert(
+            call,
+            vec![SeccompRule::new(vec![has_bits(0, CLONE_NEWUSER)?])?],
+        );
     }
     Ok(rules)
 }

@@ -218,7 +218,9 @@ impl Session {
             Some(Err(why)) => return Err(conn.lose(why).await),
             None => {
                 // The command is killed with its sandbox; the next exec says the session is lost.
-                let _ = conn.lose("was killed: the disk limit was exceeded".into()).await;
+                let _ = conn
+                    .lose("was killed: the disk limit was exceeded".into())
+                    .await;
                 return Ok(disk_killed(req, start.elapsed()));
             }
         };
@@ -227,7 +229,9 @@ impl Session {
         let disk_limit_hit =
             duration >= crate::disk::SHORT_COMMAND && self.sandbox.disk_exceeded().await;
         if disk_limit_hit {
-            let _ = conn.lose("was killed: the disk limit was exceeded".into()).await;
+            let _ = conn
+                .lose("was killed: the disk limit was exceeded".into())
+                .await;
         }
         let counts_after = self.sandbox.limit_counts();
         Ok(ExecOutput {

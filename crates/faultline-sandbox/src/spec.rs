@@ -4,6 +4,7 @@ use crate::SandboxError;
 use crate::capture::CapturedText;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Where the host's Rust toolchain appears inside the sandbox.
@@ -112,15 +113,15 @@ pub struct ResourceLimits {
     pub disk_bytes: Option<u64>,
 }
 
-impl Default for ResourceLimits {
-    /// 1024 tasks leave room for a parallel build and a many-threaded test suite, and are few
+impl ResourceLimits {
+    /// The built-in limits. 1024 tasks leave room for a parallel build and a many-threaded test suite, and are few
     /// enough that a fork bomb's processes fit in memory; 1 GiB of `/tmp` and of each
     /// scratch tmpfs holds any build's temporary files; `/dev/shm` is rarely used by Rust code;
     /// a CPU weight of one process per CPU lets a lone sandbox use the whole machine, and keeps
-    /// a busy one from crowding out the harness; 8 GiB of memory is four times what the
-    /// largest case's debug build and test run take; 8 GiB of new files is ten times the
-    /// largest warm build cache of a case.
-    fn default() -> Self {
+    /// a busy one from crowding out the harness; 8 GiB of memory and 8 GiB of new files leave
+    /// room for the largest case's full rebuild (a whole prepared case takes up to 2.6 GB), and
+    /// are both well under what a machine running two trials at once has.
+    pub fn builtin() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         ResourceLimits {
             max_processes: Some(1024),
@@ -131,6 +132,24 @@ impl Default for ResourceLimits {
             memory_bytes: Some(8 << 30),
             disk_bytes: Some(8 << 30),
         }
+    }
+}
+
+static CONFIGURED: OnceLock<ResourceLimits> = OnceLock::new();
+
+/// Makes `limits` the default of every sandbox this process creates from now on (a command's
+/// `--sandbox-*` options); only the first call counts, and its limits are returned otherwise.
+pub fn configure_default_limits(limits: ResourceLimits) -> Result<(), ResourceLimits> {
+    CONFIGURED.set(limits)
+}
+
+impl Default for ResourceLimits {
+    /// The limits [`configure_default_limits`] set, or the [built-in ones](ResourceLimits::builtin).
+    fn default() -> Self {
+        CONFIGURED
+            .get()
+            .cloned()
+            .unwrap_or_else(ResourceLimits::builtin)
     }
 }
 
@@ -348,4 +367,3 @@ impl LimitHit {
         }
     }
 }
-

@@ -85,9 +85,10 @@ fn writable_paths(args: &[OsString]) -> io::Result<(Option<Vec<String>>, &[OsStr
                 i += 1;
             }
             Some("--write") => {
-                let p = args.get(i + 1).and_then(|p| p.to_str()).ok_or_else(|| {
-                    io::Error::other("--write needs a path")
-                })?;
+                let p = args
+                    .get(i + 1)
+                    .and_then(|p| p.to_str())
+                    .ok_or_else(|| io::Error::other("--write needs a path"))?;
                 paths.push(p.to_string());
                 i += 2;
             }
@@ -110,7 +111,8 @@ fn restrict_and_exec(args: &[OsString]) -> io::Result<()> {
 }
 
 /// Landlock rules for everything this process and its descendants open for writing: only under
-/// `writable`, `/tmp` and `/dev`. Elsewhere the mounts are read-only anyway; what this closes is
+/// `writable`, `/tmp` and `/dev`. ABI 2 at least: under ABI 1 landlock refuses every rename
+/// between directories, and rustc renames its outputs into place. Elsewhere the mounts are read-only anyway; what this closes is
 /// `/proc`, where a process could otherwise lower its own OOM score (the host's root lacks
 /// `CAP_SYS_RESOURCE` on some machines, so a floor cannot be set from outside) or write other
 /// knobs of its own.
@@ -119,7 +121,7 @@ pub(crate) fn restrict_writes(writable: &[String]) -> Result<(), String> {
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
         path_beneath_rules,
     };
-    let access = AccessFs::from_write(ABI::V1);
+    let access = AccessFs::from_write(ABI::V2);
     let mut paths: Vec<&str> = vec!["/tmp", "/dev"];
     paths.extend(writable.iter().map(String::as_str));
     paths.retain(|p| std::path::Path::new(p).exists());
@@ -141,7 +143,7 @@ pub(crate) fn landlock_support() -> Result<(), String> {
         .get_or_init(|| {
             Ruleset::default()
                 .set_compatibility(CompatLevel::HardRequirement)
-                .handle_access(AccessFs::from_write(ABI::V1))
+                .handle_access(AccessFs::from_write(ABI::V2))
                 .and_then(|r| r.create())
                 .map(|_| ())
                 .map_err(|e| format!("landlock is not available: {e}"))

@@ -134,7 +134,11 @@ async fn the_harness_environment_is_not_readable_inside() {
         let text = all_output(&out);
         assert!(text.contains("/proc/1/environ"), "{}:\n{text}", r.name());
         for c in &canaries {
-            assert!(!text.contains(c.as_str()), "{}: {c} leaked:\n{text}", r.name());
+            assert!(
+                !text.contains(c.as_str()),
+                "{}: {c} leaked:\n{text}",
+                r.name()
+            );
         }
     }
 }
@@ -258,7 +262,11 @@ async fn a_disk_bomb_ends_as_a_recorded_limit() {
             ))
             .await;
         assert!(out.disk_limit_hit, "{}: {out:?}", r.name());
-        assert!(!out.stdout.text.contains("WROTE-ALL"), "{}: {out:?}", r.name());
+        assert!(
+            !out.stdout.text.contains("WROTE-ALL"),
+            "{}: {out:?}",
+            r.name()
+        );
         let used: u64 = std::fs::read_dir(dir.path())
             .unwrap()
             .flatten()

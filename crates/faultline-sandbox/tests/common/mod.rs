@@ -75,4 +75,3 @@ pub fn protected(p: &Protection, what: &str) -> bool {
 pub fn all_output(out: &ExecOutput) -> String {
     format!("{}{}", out.stdout.text, out.stderr.text)
 }
-
