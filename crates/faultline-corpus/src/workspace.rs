@@ -19,7 +19,7 @@ use crate::case::Case;
 use crate::gold::diff_trees;
 use crate::store::{CaseSources, SourceStore, copy_tree};
 use anyhow::{Context, Result, bail};
-use faultline_sandbox::{ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
+use faultline_sandbox::{ExecRequest, Identity, Mount, Sandbox, SandboxSpec, Toolchain};
 use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -535,7 +535,13 @@ async fn prepare_external_oracle(
         cargo,
         oracle: Some(oracle.clone()),
     };
-    let sandbox = Sandbox::new(grade.sandbox_spec(toolchain, &grade.workspace, Some(&oracle)))?;
+    // Templates are built as the harness, so that what they hold is the harness's (and a
+    // sandbox's dedicated identity can never change it).
+    let sandbox = Sandbox::new(
+        grade
+            .sandbox_spec(toolchain, &grade.workspace, Some(&oracle))
+            .identity(Identity::Harness),
+    )?;
     let out = sandbox
         .exec(
             &ExecRequest::argv(
@@ -727,7 +733,10 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
 /// dev-dependencies are stripped on publishing); then the library's own tests are warmed alone,
 /// and the other test targets stay as broken for the agent as they are for any user.
 async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<()> {
-    let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
+    let sandbox = Sandbox::new(
+        t.sandbox_spec(toolchain, &t.workspace, None)
+            .identity(Identity::Harness),
+    )?;
     let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
     let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
     let lib_tests: &[&str] = &[
@@ -884,8 +893,9 @@ fn crate_before_hash(s: &str) -> Option<String> {
 /// Copies a template like [`copy_preserving`], except that the build outputs of `shared` crates
 /// (see [`is_shared_build_output`]) become hard links to the template's files, made read-only
 /// there. Those are most of a warm build cache, and no build in the copy rewrites them (their
-/// sources and flags do not change); should one try, the sandbox, which holds no capabilities,
-/// fails on the read-only file instead of altering the template.
+/// sources and flags do not change); should one try, the sandbox fails on the read-only file
+/// instead of altering the template. Only for sandboxes with the dedicated identity, which does
+/// not own the shared files and so cannot make them writable again.
 pub fn copy_sharing_libraries(from: &Path, to: &Path, shared: &BTreeSet<String>) -> Result<()> {
     for entry in walkdir::WalkDir::new(from) {
         let entry = entry.with_context(|| format!("reading {}", from.display()))?;

@@ -6,6 +6,7 @@ pub mod grader;
 pub mod legality;
 pub mod libtest;
 pub mod patch;
+pub mod protections;
 pub mod validate;
 pub mod workbench;
 

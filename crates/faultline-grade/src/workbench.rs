@@ -113,7 +113,8 @@ impl Workbench {
 
     /// `share_libraries` links the dependencies' compiled libraries instead of copying them (see
     /// [`copy_sharing_libraries`]); only for the grading template, which no agent workspace is
-    /// copied from, so the read-only files never reach an agent.
+    /// copied from, so the read-only files never reach an agent, and only when sandboxes run as
+    /// the dedicated identity, which cannot make a shared file writable again.
     fn from_template(
         case: &Case,
         template: &faultline_corpus::Template,
@@ -125,7 +126,7 @@ impl Workbench {
             .prefix("bench-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
-        if share_libraries {
+        if share_libraries && faultline_sandbox::identity::dedicated_user().is_ok() {
             let locks: Vec<PathBuf> = std::iter::once(template.workspace.join("Cargo.lock"))
                 .chain(template.oracle.iter().map(|o| o.join("Cargo.lock")))
                 .filter(|l| l.is_file())

@@ -113,6 +113,7 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         title => inputs.title,
         report => Value::from(Serde(report)),
         regrade => markdown::regrade_line(report),
+        protection_notice => markdown::protection_notice(report),
         sections => Value::from(Serde(&sections)),
         effects => Value::from(Serde(markdown::condition_effects(report))),
         glmm => Value::from(Serde(markdown::glmm(report))),

@@ -539,6 +539,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             tracks,
             conditions,
             trials: records.len(),
+            protections: lock.map(|l| l.protections.clone()).unwrap_or_default(),
         },
         bootstrap: BootstrapSettings {
             resamples: options.bootstrap.resamples,

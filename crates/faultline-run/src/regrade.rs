@@ -200,6 +200,7 @@ pub async fn import_predictions(
         pricing: None,
         grading: crate::pack::grading_settings(opts),
         shard: None,
+        protections: faultline_grade::protections::in_force(),
     };
     std::fs::create_dir_all(out)?;
     faultline_schema::io::write_json_atomic(&out.join("lock.json"), &lock)?;

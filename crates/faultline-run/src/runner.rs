@@ -230,6 +230,7 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
         pricing: Some(cfg.pricing.table_version.clone()),
         grading: crate::pack::grading_settings(&cfg.grading),
         shard: cfg.shard.map(|s| s.to_string()),
+        protections: faultline_grade::protections::in_force(),
     })
 }
 

@@ -6,6 +6,7 @@
 //! weighted equally); intervals are percentile case bootstraps with the recorded seed.
 
 use crate::grade::Outcome;
+use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Track};
 use crate::trajectory::ActionKind;
 use schemars::JsonSchema;
@@ -57,6 +58,10 @@ pub struct RunSummary {
     pub conditions: Vec<Condition>,
     /// Trials recorded.
     pub trials: usize,
+    /// The sandbox protections the run's lock records (empty without a lock, or for runs made
+    /// before they were recorded).
+    #[serde(default)]
+    pub protections: Vec<ProtectionRecord>,
 }
 
 /// An agent configuration.

@@ -2,6 +2,7 @@
 //! and `results.jsonl` (one line per finished trial, appended and fsynced).
 
 use crate::grade::Outcome;
+use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Limits, Track};
 use crate::trajectory::{ActionKind, AgentInfo, ExitStatus, Tokens};
 use schemars::JsonSchema;
@@ -49,6 +50,10 @@ pub struct RunLock {
     pub grading: String,
     /// The shard this directory holds, as `i/n`, when sharded.
     pub shard: Option<String>,
+    /// The sandbox protections agents and grading ran under on the machine that made the run
+    /// (empty in runs made before they were recorded).
+    #[serde(default)]
+    pub protections: Vec<ProtectionRecord>,
 }
 
 /// One finished trial: everything the statistics need without opening other files.
