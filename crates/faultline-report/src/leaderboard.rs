@@ -1,5 +1,7 @@
 //! The leaderboard: one row per agent, track and condition, with the DistDebug aggregation (the
-//! mean of attempts within a case, cases weighted equally) and a 95% case-bootstrap interval.
+//! mean of attempts within a case, cases weighted equally) and a 95% case-bootstrap interval. A
+//! diagnosis row ranks by its budgeted coverage and shows DistDebug's block coverage beside it,
+//! so a reader sees both what the agent localized and what it merely named.
 
 use crate::Table;
 use faultline_schema::report::{GroupStats, Report};
@@ -60,6 +62,7 @@ pub fn table_where(report: &Report, keep: impl Fn(&GroupStats) -> bool) -> Table
         "score",
         "95% CI",
         "pass@k / pass^k",
+        "block cov.",
         "precision",
         "cases",
         "trials",
@@ -80,6 +83,7 @@ pub fn table_where(report: &Report, keep: impl Fn(&GroupStats) -> bool) -> Table
                 .as_ref()
                 .map_or("-".into(), |s| interval(s.lower, s.upper)),
             pass_k(g),
+            g.block_coverage.map_or("-".into(), pct),
             g.precision.map_or("-".into(), pct),
             g.cases.to_string(),
             g.trials.to_string(),

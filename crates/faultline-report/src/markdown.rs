@@ -3,6 +3,7 @@
 
 use crate::Table;
 use crate::leaderboard::{self, interval, pct, signed_pct};
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::{PairedDifference, Report};
 use faultline_schema::{ActionKind, Track};
 
@@ -269,15 +270,15 @@ pub fn regrade_line(report: &Report) -> Option<String> {
     })
 }
 
-const PREAMBLE: &str = "Scores in percent: repair and reproduction are pass rates, diagnosis is \
-block coverage. Attempts are averaged within a case and cases weighted equally; intervals are \
-95% case bootstraps.";
-
 /// The whole report as a Markdown document.
 pub fn markdown(report: &Report) -> String {
     let mut out = String::from("# faultline report\n\n");
     out.push_str(&format!(
-        "{PREAMBLE} {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        "Scores in percent: repair and reproduction are pass rates, diagnosis is block coverage \
+         within the first {DIAGNOSIS_LINE_BUDGET} lines a diagnosis names (DistDebug's block \
+         coverage, which has no such budget, is the `block cov.` column). Attempts are averaged \
+         within a case and cases weighted equally; intervals are 95% case bootstraps. {} \
+         resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
         report.bootstrap.resamples,
         report.bootstrap.seed,
         report.run.trials,

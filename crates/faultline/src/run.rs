@@ -31,7 +31,8 @@ pub struct RunArgs {
     suite: Option<String>,
     #[command(flatten)]
     filter: Filter,
-    /// An agent, repeatable: `baselines` (all four), `baseline:null|gold|bm25|stacktrace`,
+    /// An agent, repeatable: `baselines` (all five),
+    /// `baseline:null|gold|bm25|stacktrace|everything`,
     /// `model:NAME` (the built-in agent; see --protocol, --base-url), or
     /// `external:NAME=COMMAND` [default: a model agent if --model or FAULTLINE_MODEL is set,
     /// otherwise the baselines].
