@@ -51,7 +51,8 @@ pub fn score(
     let mut rejected = Vec::new();
     let mut named: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     let mut accepted: Vec<(String, u32, u32)> = Vec::new();
-    // The accepted blocks before the budget ran out, and the index of the block that ran it out.
+    // The accepted blocks read before the budget ran out, the distinct lines they name, and the
+    // index of the block that would have overrun it.
     let mut read: Vec<(String, u32, u32)> = Vec::new();
     let mut budget_spent: u32 = 0;
     let mut overran_at: Option<usize> = None;

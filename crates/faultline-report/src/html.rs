@@ -9,7 +9,6 @@ use crate::markdown;
 use crate::plots::{self, Spend};
 use crate::viewer::{CaseView, TrialView};
 use faultline_schema::Condition;
-use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::Report;
 use minijinja::value::Serde;
 use minijinja::{Environment, Value, context};
@@ -122,6 +121,6 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         trials => Value::from(Serde(inputs.trials)),
         cases => Value::from(Serde(inputs.cases)),
         omitted => inputs.trials.iter().filter(|t| !t.embedded).count(),
-        line_budget => DIAGNOSIS_LINE_BUDGET,
+        scores_note => leaderboard::scores_note(),
     })
 }

@@ -4,7 +4,18 @@
 //! so a reader sees both what the agent localized and what it merely named.
 
 use crate::Table;
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::{GroupStats, Report};
+
+/// What the scores are, the opening of every rendering: a diagnosis score is no longer
+/// DistDebug's block coverage, so each table says which number ranks and where the other is.
+pub fn scores_note() -> String {
+    format!(
+        "Scores in percent: repair and reproduction are pass rates, diagnosis is block coverage \
+         within the first {DIAGNOSIS_LINE_BUDGET} lines a diagnosis names (DistDebug's block \
+         coverage, which has no such budget, is the \"block cov.\" column)."
+    )
+}
 
 /// A fraction as a percentage with one decimal.
 pub fn pct(x: f64) -> String {

@@ -3,7 +3,6 @@
 
 use crate::Table;
 use crate::leaderboard::{self, interval, pct, signed_pct};
-use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::{PairedDifference, Report};
 use faultline_schema::{ActionKind, Track};
 
@@ -274,11 +273,9 @@ pub fn regrade_line(report: &Report) -> Option<String> {
 pub fn markdown(report: &Report) -> String {
     let mut out = String::from("# faultline report\n\n");
     out.push_str(&format!(
-        "Scores in percent: repair and reproduction are pass rates, diagnosis is block coverage \
-         within the first {DIAGNOSIS_LINE_BUDGET} lines a diagnosis names (DistDebug's block \
-         coverage, which has no such budget, is the `block cov.` column). Attempts are averaged \
-         within a case and cases weighted equally; intervals are 95% case bootstraps. {} \
-         resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        "{} Attempts are averaged within a case and cases weighted equally; intervals are 95% \
+         case bootstraps. {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        leaderboard::scores_note(),
         report.bootstrap.resamples,
         report.bootstrap.seed,
         report.run.trials,

@@ -275,9 +275,10 @@ pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
     faultline_schema::io::write_atomic(
         &out.join("leaderboard.md"),
         format!(
-            "# Leaderboard\n\nScores in percent: repair and reproduction are pass rates, diagnosis is block \
-             coverage. Attempts are averaged within a case and cases weighted equally; the interval is a \
-             95% case bootstrap (10,000 resamples). The full report is report.html.\n\n{}",
+            "# Leaderboard\n\n{} Attempts are averaged within a case and cases weighted equally; \
+             the interval is a 95% case bootstrap (10,000 resamples). The full report is \
+             report.html.\n\n{}",
+            faultline_report::leaderboard::scores_note(),
             faultline_report::leaderboard::table(&report).to_markdown()
         )
         .as_bytes(),
