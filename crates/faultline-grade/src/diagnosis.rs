@@ -308,13 +308,15 @@ mod tests {
 
     #[test]
     fn the_documented_budget_is_the_one_applied() {
-        let doc = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grading.md"),
-        )
-        .unwrap();
-        assert!(doc.contains(&format!(
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let read = |name: &str| std::fs::read_to_string(docs.join(name)).unwrap();
+        assert!(read("grading.md").contains(&format!(
             "only the first **{DIAGNOSIS_LINE_BUDGET} lines** a"
         )));
+        assert!(
+            read("case-format.md")
+                .contains(&format!("most {DIAGNOSIS_LINE_BUDGET} distinct lines"))
+        );
     }
 
     #[test]
