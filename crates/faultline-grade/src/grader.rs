@@ -13,6 +13,7 @@ use faultline_corpus::gold::diff_trees;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
 use faultline_corpus::{Case, DataDir, PreparedCase};
 use faultline_sandbox::Toolchain;
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::grade::{
     GRADE_SCHEMA_VERSION, GradeInputs, RepairDetails, ReproductionDetails,
 };
@@ -132,7 +133,7 @@ fn conclude(mut g: Grade, outcome: Outcome, reason: impl Into<String>, started: 
     g.reason = reason.into();
     g.score = match outcome {
         Outcome::InfraError => None,
-        Outcome::Scored => g.diagnosis.as_ref().map(|d| d.block_coverage),
+        Outcome::Scored => g.diagnosis.as_ref().map(|d| d.budgeted_coverage),
         o if o.is_success() => Some(1.0),
         _ => Some(0.0),
     };
@@ -172,11 +173,14 @@ pub fn grade_diagnosis(ctx: &GradeContext, trial_id: &str, text: &str) -> Result
         &ctx.prepared.stamp.agent.workspace,
     );
     let reason = format!(
-        "block coverage {:.2}, block precision {:.2}, {} of {} blocks rejected",
+        "budgeted coverage {:.2} ({} of {} blocks read within {DIAGNOSIS_LINE_BUDGET} lines), \
+         block coverage {:.2}, block precision {:.2}, {} blocks rejected",
+        scores.budgeted_coverage,
+        scores.blocks_read,
+        scores.blocks_named,
         scores.block_coverage,
         scores.block_precision,
         scores.rejected_blocks.len(),
-        scores.blocks_named
     );
     g.diagnosis = Some(scores);
     Ok(conclude(g, Outcome::Scored, reason, started))

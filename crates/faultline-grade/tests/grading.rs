@@ -128,8 +128,12 @@ async fn labels_as_a_diagnosis_score_one_and_an_empty_one_zero() {
     let labels =
         r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":24,"end_line":27}]}"#;
     let g = grade_diagnosis(&ctx(f), "t/diagnose/symptom/1", labels).unwrap();
+    assert_eq!(g.score, Some(1.0));
     let d = g.diagnosis.unwrap();
-    assert_eq!((d.block_coverage, d.block_precision), (1.0, 1.0));
+    assert_eq!(
+        (d.budgeted_coverage, d.block_coverage, d.block_precision),
+        (1.0, 1.0, 1.0)
+    );
     let g = grade_diagnosis(&ctx(f), "t", r#"{"schema_version":1,"blocks":[]}"#).unwrap();
     assert_eq!(g.score, Some(0.0));
     for bad in [

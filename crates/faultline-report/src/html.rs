@@ -122,5 +122,6 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         trials => Value::from(Serde(inputs.trials)),
         cases => Value::from(Serde(inputs.cases)),
         omitted => inputs.trials.iter().filter(|t| !t.embedded).count(),
+        scores_note => leaderboard::scores_note(),
     })
 }

@@ -269,10 +269,6 @@ pub fn regrade_line(report: &Report) -> Option<String> {
     })
 }
 
-const PREAMBLE: &str = "Scores in percent: repair and reproduction are pass rates, diagnosis is \
-block coverage. Attempts are averaged within a case and cases weighted equally; intervals are \
-95% case bootstraps.";
-
 /// A warning for reports of runs made without every sandbox protection, or without a record of
 /// them; `None` when all held.
 pub fn protection_notice(report: &Report) -> Option<String> {
@@ -319,7 +315,9 @@ pub fn markdown(report: &Report) -> String {
         out.push_str(&format!("> **{n}**\n\n"));
     }
     out.push_str(&format!(
-        "{PREAMBLE} {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        "{} Attempts are averaged within a case and cases weighted equally; intervals are 95% \
+         case bootstraps. {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        leaderboard::scores_note(),
         report.bootstrap.resamples,
         report.bootstrap.seed,
         report.run.trials,

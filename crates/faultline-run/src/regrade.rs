@@ -103,6 +103,7 @@ pub async fn regrade(
         faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
         r.outcome = grade.outcome;
         r.score = grade.score;
+        r.block_coverage = grade.diagnosis.as_ref().map(|d| d.block_coverage);
         r.block_precision = grade.diagnosis.as_ref().map(|d| d.block_precision);
         r.file_coverage = grade.diagnosis.as_ref().map(|d| d.file_coverage);
         out.push(r);

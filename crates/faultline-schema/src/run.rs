@@ -85,8 +85,13 @@ pub struct ResultRecord {
     pub exit_status: ExitStatus,
     /// The grade.
     pub outcome: Outcome,
-    /// The track's headline score (absent for infrastructure errors).
+    /// The track's headline score (absent for infrastructure errors); for diagnosis, the
+    /// budgeted coverage.
     pub score: Option<f64>,
+    /// DistDebug's block coverage, without the line budget (diagnosis only; absent in lines
+    /// written before it was recorded, whose `score` is this block coverage).
+    #[serde(default)]
+    pub block_coverage: Option<f64>,
     /// Block precision (diagnosis only).
     pub block_precision: Option<f64>,
     /// File-level coverage (diagnosis only).
