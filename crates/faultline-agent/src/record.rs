@@ -70,19 +70,9 @@ impl Recorder {
         self.elapsed() - self.retry_wait_secs
     }
 
-    /// Adds a message to the conversation record.
-    pub fn message(&mut self, role: &str, content: &str) {
-        self.trajectory.messages.push(ChatMessage {
-            role: role.into(),
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        });
-    }
-
-    /// Adds a complete conversation message.
-    pub fn push_message(&mut self, m: ChatMessage) {
-        self.trajectory.messages.push(m);
+    /// Appends messages of the conversation; they are written with the next step or the end.
+    pub fn extend_messages(&mut self, messages: impl IntoIterator<Item = ChatMessage>) {
+        self.trajectory.messages.extend(messages);
     }
 
     /// Records a finished step, updates the totals, and writes the trajectory.
