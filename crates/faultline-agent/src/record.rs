@@ -1,6 +1,6 @@
 //! Keeping a trial's trajectory and writing it atomically after every step.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use faultline_schema::trajectory::{
     AgentInfo, ChatMessage, LimitFired, Step, TRAJECTORY_SCHEMA_VERSION, Totals,
 };
@@ -139,7 +139,8 @@ impl Recorder {
     /// Writes the trajectory atomically, if it has a path.
     pub fn save(&self) -> Result<()> {
         if let Some(p) = &self.path {
-            faultline_schema::io::write_json_atomic(p, &self.trajectory)?;
+            faultline_schema::io::write_json_atomic(p, &self.trajectory)
+                .with_context(|| format!("writing the trajectory {}", p.display()))?;
         }
         Ok(())
     }
