@@ -88,6 +88,8 @@ impl BuiltinAgent {
         }
     }
 
+    /// Opens a trial: its record, with the workspace's diff at the start as the baseline that
+    /// edits are detected against, and the conversation, with the rendered prompts.
     fn start<'e>(&self, env: &'e TrialEnv, trajectory_path: Option<PathBuf>) -> Result<Trial<'e>> {
         let rec =
             Recorder::new(&env.task, self.info(), trajectory_path).starting_from(env.diff()?.1);
