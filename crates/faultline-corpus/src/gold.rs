@@ -85,17 +85,34 @@ pub enum GoldError {
 /// Files that packaging adds and that never belong to a diff.
 const PACKAGING_NOISE: &[&str] = &[".cargo_vcs_info.json", ".cargo-ok", "Cargo.toml.orig"];
 
-fn list_files(root: &Path) -> Result<BTreeSet<String>, GoldError> {
+/// The regular files under `root` (links are not followed); with `unreadable`, entries that
+/// cannot be read are listed there instead of failing the walk (an agent's workspace, where a
+/// command may have taken permissions away).
+fn list_files(
+    root: &Path,
+    mut unreadable: Option<&mut Vec<String>>,
+) -> Result<BTreeSet<String>, GoldError> {
     let mut out = BTreeSet::new();
     let walk = WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|e| e.depth() != 1 || (e.file_name() != "target" && e.file_name() != ".git"));
     for entry in walk {
-        let entry = entry.map_err(|e| GoldError::Io {
-            path: root.display().to_string(),
-            source: e.into(),
-        })?;
+        let entry = match (entry, unreadable.as_deref_mut()) {
+            (Ok(entry), _) => entry,
+            (Err(e), Some(list)) => {
+                let path = e.path().unwrap_or(root);
+                let rel = path.strip_prefix(root).unwrap_or(path);
+                list.push(format!("{} (unreadable)", rel.display()));
+                continue;
+            }
+            (Err(e), None) => {
+                return Err(GoldError::Io {
+                    path: root.display().to_string(),
+                    source: e.into(),
+                });
+            }
+        };
         if entry.file_type().is_file() {
             let rel = entry
                 .path()
@@ -124,7 +141,9 @@ pub fn diff_trees(buggy: &Path, fixed: &Path) -> Result<TreeDiff, GoldError> {
 }
 
 /// Computes everything an agent changed in a workspace (every file but `target/` and `.git/`);
-/// binary files are listed in `excluded` instead of failing the diff.
+/// binary files, and files or directories the harness cannot read, are listed in `excluded`
+/// instead of failing the diff: what an agent did to its own workspace is never the harness's
+/// failure.
 pub fn diff_workspace(pristine: &Path, current: &Path) -> Result<TreeDiff, GoldError> {
     diff_with(pristine, current, &|_| true, true)
 }
@@ -135,9 +154,9 @@ fn diff_with(
     include: &dyn Fn(&str) -> bool,
     skip_binary: bool,
 ) -> Result<TreeDiff, GoldError> {
-    let old_files = list_files(old_root)?;
-    let new_files = list_files(new_root)?;
     let mut diff = TreeDiff::default();
+    let old_files = list_files(old_root, None)?;
+    let new_files = list_files(new_root, skip_binary.then_some(&mut diff.excluded))?;
     for rel in old_files.union(&new_files) {
         if PACKAGING_NOISE.contains(&rel.as_str()) {
             continue;
@@ -165,6 +184,10 @@ fn diff_with(
             (Ok(o), Ok(n)) => (o, n),
             (Err(GoldError::Binary(_)), _) | (_, Err(GoldError::Binary(_))) if skip_binary => {
                 diff.excluded.push(format!("{rel} (binary)"));
+                continue;
+            }
+            (_, Err(GoldError::Io { .. })) if skip_binary => {
+                diff.excluded.push(format!("{rel} (unreadable)"));
                 continue;
             }
             (Err(e), _) | (_, Err(e)) => return Err(e),
