@@ -31,21 +31,42 @@ pub struct DirEntry {
     pub is_dir: bool,
 }
 
-fn refused(path: &Path, why: &str) -> io::Error {
+/// A path [`Confined`] will not use: a symbolic link, a file that is not regular, or a path
+/// that is not plainly below the root. Inside the `io::Error`s it returns (see [`is_refusal`]),
+/// so a caller can tell what the tree holds from a failure of the machine.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {why}", .path.display())]
+pub struct Refused {
+    /// The path.
+    pub path: PathBuf,
+    /// Why it is refused.
+    pub why: &'static str,
+}
+
+/// Whether an error of [`Confined`] is a [`Refused`] path.
+pub fn is_refusal(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Refused>())
+}
+
+fn refused(path: &Path, why: &'static str) -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
-        format!("{}: {why}", path.display()),
+        Refused {
+            path: path.to_path_buf(),
+            why,
+        },
     )
 }
 
 fn named(path: &Path, e: rustix::io::Errno) -> io::Error {
+    if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+        return refused(
+            path,
+            "is a symbolic link or not a directory, and the grader follows no link",
+        );
+    }
     let e = io::Error::from(e);
-    let why = if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-        "is a symbolic link, which the grader never follows".to_string()
-    } else {
-        e.to_string()
-    };
-    io::Error::new(e.kind(), format!("{}: {why}", path.display()))
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY
@@ -306,9 +327,10 @@ mod tests {
         symlink(&host, root.join("src/leak.rs")).unwrap();
         symlink(&outside, root.join("src/dir")).unwrap();
         let c = Confined::open(&root).unwrap();
-        let err = c.read("src/leak.rs").unwrap_err().to_string();
-        assert!(err.contains("symbolic link"), "{err}");
-        assert!(c.read("src/dir/host.rs").is_err());
+        let err = c.read("src/leak.rs").unwrap_err();
+        assert!(is_refusal(&err), "{err}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(c.read("src/dir/host.rs").is_err_and(|e| is_refusal(&e)));
         assert!(c.write("src/dir/host.rs", b"pwned").is_err());
         assert!(c.append("src/leak.rs", b"pwned").is_err());
         assert!(!c.is_file("src/leak.rs"));
@@ -350,7 +372,8 @@ mod tests {
         )
         .unwrap();
         let c = Confined::open(&root).unwrap();
-        let err = c.read("src/pipe.rs").unwrap_err().to_string();
-        assert!(err.contains("not a regular file"), "{err}");
+        let err = c.read("src/pipe.rs").unwrap_err();
+        assert!(is_refusal(&err), "{err}");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

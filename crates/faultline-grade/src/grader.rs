@@ -8,6 +8,7 @@ use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::{Context, Result};
+use faultline_corpus::confined::is_refusal;
 use faultline_corpus::gold::diff_trees;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
@@ -418,7 +419,18 @@ async fn build_regression(
         let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path)) else {
             continue;
         };
-        swapped |= bench.take_tests_from(path, &reference)?;
+        match bench.take_tests_from(path, &reference) {
+            Ok(changed) => swapped |= changed,
+            // Code the oracle ran left something other than a regular file there: that is the
+            // submission's doing, so the failed build stands.
+            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(is_refusal) => {
+                return Ok(Err((
+                    Outcome::BuildError,
+                    format!("{first_error}\n\n{e:#}"),
+                )));
+            }
+            Err(e) => return Err(e),
+        }
     }
     if !swapped {
         return Ok(Err((Outcome::BuildError, first_error.clone())));

@@ -199,3 +199,121 @@ fn no_submission(ctx: &GradeContext, trial_id: &str, track: Track) -> Result<Gra
         wall_secs: 0.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline_schema::grade::{GradeInputs, RepairDetails};
+
+    fn grade(outcome: Outcome, repair: Option<RepairDetails>) -> Grade {
+        Grade {
+            schema_version: GRADE_SCHEMA_VERSION,
+            trial_id: "t".into(),
+            case_id: "c".into(),
+            track: Track::Repair,
+            outcome,
+            reason: String::new(),
+            score: None,
+            diagnosis: None,
+            repair,
+            reproduction: None,
+            inputs: GradeInputs {
+                submission_sha256: String::new(),
+                case_sha256: String::new(),
+                faultline_version: String::new(),
+            },
+            graded_at: String::new(),
+            wall_secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn only_verdicts_about_the_submission_are_cached() {
+        let ran = |oracle: &str, regression: Option<u32>| RepairDetails {
+            oracle: Some(oracle.into()),
+            regression_passed: regression,
+            ..Default::default()
+        };
+        for (outcome, repair) in [
+            (Outcome::Pass, Some(ran("pass", Some(3)))),
+            (Outcome::FailOracle, Some(ran("fail", None))),
+            (Outcome::FailRegression, Some(ran("pass", Some(2)))),
+            (Outcome::PatchError, Some(RepairDetails::default())),
+            (Outcome::Valid, None),
+            (Outcome::Scored, None),
+        ] {
+            assert!(
+                verdict_about_submission(&grade(outcome, repair)),
+                "{outcome:?}"
+            );
+        }
+        for (outcome, repair) in [
+            (Outcome::BuildError, Some(RepairDetails::default())),
+            (Outcome::Timeout, Some(ran("timeout", None))),
+            (Outcome::InfraError, None),
+            (Outcome::DoesNotCompile, None),
+            (Outcome::FailRegression, Some(ran("pass", None))),
+            (Outcome::FailOracle, Some(ran("crash", None))),
+        ] {
+            assert!(
+                !verdict_about_submission(&grade(outcome, repair)),
+                "{outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_key_changes_with_every_input_of_the_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let case = faultline_corpus::fixtures::fixture_case(dir.path(), "toy-key", |_| {}).unwrap();
+        let env = GradeEnvironment {
+            toolchain: "rustc 1.95.0".into(),
+            protections: "network isolation: active".into(),
+            template: "aa".into(),
+        };
+        let opts = GradeOptions::default();
+        let key = |env: &GradeEnvironment, opts: &GradeOptions, text: &str| {
+            cache_key(&case, Track::Repair, text, opts, env).unwrap()
+        };
+        let base = key(&env, &opts, "patch");
+        assert_eq!(base, key(&env, &opts, "patch"));
+        let others = [
+            key(&env, &opts, "patch2"),
+            key(
+                &GradeEnvironment {
+                    template: "bb".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &GradeEnvironment {
+                    toolchain: "rustc 1.96.0".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &GradeEnvironment {
+                    protections: "network isolation: off".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &env,
+                &GradeOptions {
+                    robustness_seeds: 1,
+                    ..opts.clone()
+                },
+                "patch",
+            ),
+        ];
+        for other in others {
+            assert_ne!(base, other);
+        }
+    }
+}
