@@ -455,29 +455,24 @@ pub async fn prepare(
         && stamp.agent.workspace.join("target").is_dir()
         && committed_locks_match(case, &stamp)
     {
+        // A template that matches its manifest is the warm build it was when recorded (the
+        // toolchain's version is among the inputs), so it needs no build to re-check it; a
+        // build there would itself be a writer the manifest could not tell from damage.
         match intact_manifest(&root, &stamp) {
             Ok(manifest) => {
-                warm_build(&stamp.agent, toolchain, false).await?;
-                let changed = manifest.check(&root, &all_dirs(&stamp), Depth::Metadata)?;
-                if changed.is_empty() {
-                    return Ok(PreparedCase {
-                        stamp,
-                        sources,
-                        reused: true,
-                        repaired: None,
-                        root,
-                        manifest: Arc::new(manifest),
-                    });
-                }
-                repaired = Some(format!(
-                    "re-checking the build cache changed it ({})",
-                    describe(&changed, 10)
-                ));
+                return Ok(PreparedCase {
+                    stamp,
+                    sources,
+                    reused: true,
+                    repaired: None,
+                    root,
+                    manifest: Arc::new(manifest),
+                });
             }
-            Err(found) => repaired = Some(found),
-        }
-        if let Some(found) = &repaired {
-            tracing::warn!("{}: {found}; rebuilding its workspace", case.id());
+            Err(found) => {
+                tracing::warn!("{}: {found}; rebuilding its workspace", case.id());
+                repaired = Some(found);
+            }
         }
     }
 
@@ -637,7 +632,7 @@ async fn build_fresh(
         oracle: None,
         shared: None,
     };
-    warm_build(&staged_agent, toolchain, true).await?;
+    warm_build(&staged_agent, toolchain).await?;
     let vendored_packages = fs::read_dir(&agent_vendor)
         .with_context(|| format!("reading {}", agent_vendor.display()))?
         .count();
@@ -945,12 +940,11 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
     Ok(())
 }
 
-/// Builds the crate and its tests inside the sandbox, offline. A re-check of a warm workspace
-/// runs only the test build, which covers the library an agent's first `cargo test` needs.
-/// Published crates sometimes ship integration tests that cannot compile (their path-only
-/// dev-dependencies are stripped on publishing); then the library's own tests are warmed alone,
-/// and the other test targets stay as broken for the agent as they are for any user.
-async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<()> {
+/// Builds the crate and its tests inside the sandbox, offline. Published crates sometimes ship
+/// integration tests that cannot compile (their path-only dev-dependencies are stripped on
+/// publishing); then the library's own tests are warmed alone, and the other test targets stay
+/// as broken for the agent as they are for any user.
+async fn warm_build(t: &Template, toolchain: &Toolchain) -> Result<()> {
     let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
     let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
     let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
@@ -962,15 +956,14 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
         "--locked",
         "--lib",
     ];
-    let steps: &[&[&str]] = if first { &[build, test] } else { &[test] };
-    for step in steps {
+    for step in [build, test] {
         let out = sandbox
             .exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT))
             .await?;
         if out.success() {
             continue;
         }
-        if *step == test {
+        if step == test {
             let lib_only = sandbox
                 .exec(&ExecRequest::argv(lib_tests.iter().copied(), BUILD_TIMEOUT))
                 .await?;
@@ -979,9 +972,8 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
             }
         }
         bail!(
-            "`{}` failed in the {} workspace:\n{}",
+            "`{}` failed in the new workspace:\n{}",
             step.join(" "),
-            if first { "new" } else { "prepared" },
             out.stderr.text
         );
     }
