@@ -1,12 +1,14 @@
 //! Baselines: agents that need no model. They bound what a score means: `null` submits nothing,
-//! `gold` submits the answer, and the two lexical localizers measure how much a report gives
-//! away on its own (a diagnosis score they reach is not evidence of reasoning).
+//! `gold` submits the answer, the two lexical localizers measure how much a report gives away on
+//! its own (a diagnosis score they reach is not evidence of reasoning), and `everything` names
+//! whole files and all their functions, to show what naming code without choosing earns.
 
 use crate::env::Submission;
 use anyhow::Result;
 use faultline_corpus::Case;
 use faultline_corpus::gold::TreeDiff;
-use faultline_schema::{DiagnosedBlock, Diagnosis, OracleKind, Track};
+use faultline_schema::diagnosis::MAX_DIAGNOSIS_BLOCKS;
+use faultline_schema::{Condition, DiagnosedBlock, Diagnosis, OracleKind, Track};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -24,15 +26,19 @@ pub enum Baseline {
     Bm25,
     /// Names the functions that stack traces and panic locations in the report point at.
     StackTrace,
+    /// Names the files holding BM25's best matches, whole, and then every function in them: the
+    /// shotgun diagnosis that DistDebug's block coverage rewards without any localization.
+    Everything,
 }
 
 impl Baseline {
     /// Every baseline.
-    pub const ALL: [Baseline; 4] = [
+    pub const ALL: [Baseline; 5] = [
         Baseline::Null,
         Baseline::Gold,
         Baseline::Bm25,
         Baseline::StackTrace,
+        Baseline::Everything,
     ];
 
     /// The name used on the command line and in results.
@@ -42,6 +48,7 @@ impl Baseline {
             Baseline::Gold => "gold",
             Baseline::Bm25 => "bm25",
             Baseline::StackTrace => "stacktrace",
+            Baseline::Everything => "everything",
         }
     }
 
@@ -49,7 +56,9 @@ impl Baseline {
     pub fn supports(self, track: Track) -> bool {
         match self {
             Baseline::Null | Baseline::Gold => true,
-            Baseline::Bm25 | Baseline::StackTrace => track == Track::Diagnose,
+            Baseline::Bm25 | Baseline::StackTrace | Baseline::Everything => {
+                track == Track::Diagnose
+            }
         }
     }
 }
@@ -68,13 +77,45 @@ impl std::str::FromStr for Baseline {
             .into_iter()
             .find(|b| b.name() == s)
             .ok_or_else(|| {
-                format!("unknown baseline `{s}`; expected null, gold, bm25 or stacktrace")
+                let names: Vec<&str> = Baseline::ALL.iter().map(|b| b.name()).collect();
+                format!(
+                    "unknown baseline `{s}`; expected one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
 
-/// Blocks the localizers name.
+/// Blocks the localizers name, and files the `everything` baseline names.
 pub const LOCALIZER_TOP_K: usize = 3;
+
+/// The text a baseline localizes from: what an agent is shown, the symptom and, in the
+/// `context` condition, every file of the debugging bundle after it.
+pub fn report_text(case: &Case, condition: Condition) -> String {
+    let mut report = case.symptom.clone();
+    if condition == Condition::Context {
+        for f in &case.bundle {
+            report.push('\n');
+            report.push_str(&f.text);
+        }
+    }
+    report
+}
+
+/// The gold diagnosis: the case's labeled blocks, in the order the case lists them.
+pub fn gold_blocks(case: &Case) -> Vec<DiagnosedBlock> {
+    case.manifest
+        .blocks
+        .iter()
+        .map(|b| DiagnosedBlock {
+            file: b.file.clone(),
+            start_line: b.start,
+            end_line: b.end,
+            symbol: b.symbol.clone(),
+            explanation: None,
+        })
+        .collect()
+}
 
 /// What a baseline submits for one trial. `report` is what the agent would be shown (the symptom,
 /// plus the bundle in the `context` condition); `workspace` the buggy crate.
@@ -98,26 +139,14 @@ pub fn submit(
         (Baseline::Null, Track::Diagnose) => diagnosis(Vec::new()),
         (Baseline::Null, Track::Repair) => Ok(Submission::Patch(String::new())),
         (Baseline::Null, Track::Reproduce) => Ok(Submission::Reproducer(String::new())),
-        (Baseline::Gold, Track::Diagnose) => diagnosis(
-            case.manifest
-                .blocks
-                .iter()
-                .map(|b| DiagnosedBlock {
-                    file: b.file.clone(),
-                    start_line: b.start,
-                    end_line: b.end,
-                    symbol: b.symbol.clone(),
-                    explanation: None,
-                })
-                .collect(),
-        ),
+        (Baseline::Gold, Track::Diagnose) => diagnosis(gold_blocks(case)),
         (Baseline::Gold, Track::Repair) => Ok(Submission::Patch(gold.unified())),
         (Baseline::Gold, Track::Reproduce) => Ok(match case.manifest.oracle.kind {
             // An in-crate oracle uses private items, so it cannot be an integration test.
             OracleKind::InCrate => Submission::None,
-            OracleKind::External => {
-                first_oracle_test(case)?.map_or(Submission::None, Submission::Reproducer)
-            }
+            OracleKind::External => first_oracle_test(case)?.map_or(Submission::None, |test| {
+                Submission::Reproducer(with_fixed_seed(&test))
+            }),
         }),
         (Baseline::Bm25, Track::Diagnose) => {
             let index = FunctionIndex::build(workspace)?;
@@ -127,8 +156,32 @@ pub fn submit(
             let index = FunctionIndex::build(workspace)?;
             diagnosis(index.from_traces(report, LOCALIZER_TOP_K))
         }
+        (Baseline::Everything, Track::Diagnose) => {
+            let index = FunctionIndex::build(workspace)?;
+            diagnosis(index.everything(report, LOCALIZER_TOP_K))
+        }
         _ => Ok(Submission::None),
     }
+}
+
+/// The seed the gold reproducer fixes: the one every validation run and every repair's grade
+/// starts with, so the oracle is known to fail on the buggy version under it.
+const GOLD_REPRODUCER_SEED: u64 = 1;
+
+/// An oracle's test as a legal reproducer. An oracle reads its seed from `FAULTLINE_SEED`, and a
+/// reproducer may not read the environment (nor is the variable set where reproducers run), so
+/// the read is replaced by a value of the same shape holding [`GOLD_REPRODUCER_SEED`].
+fn with_fixed_seed(test: &str) -> String {
+    static SEED_READ: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"(?:::\s*)?std\s*::\s*env\s*::\s*var\s*\(\s*"FAULTLINE_SEED"\s*\)"#)
+            .expect("valid regex")
+    });
+    SEED_READ
+        .replace_all(
+            test,
+            format!("Ok::<String, ()>(String::from(\"{GOLD_REPRODUCER_SEED}\"))").as_str(),
+        )
+        .into_owned()
 }
 
 fn first_oracle_test(case: &Case) -> Result<Option<String>> {
@@ -163,6 +216,9 @@ pub struct FunctionBlock {
 pub struct FunctionIndex {
     /// The functions, in file and line order.
     pub functions: Vec<FunctionBlock>,
+    /// The line count of every file that parsed, by path relative to the crate root (for
+    /// whole-file blocks).
+    pub file_lines: BTreeMap<String, u32>,
 }
 
 static WORD: LazyLock<Regex> =
@@ -210,6 +266,7 @@ impl FunctionIndex {
                 .to_string_lossy()
                 .replace('\\', "/");
             let lines: Vec<&str> = text.lines().collect();
+            index.file_lines.insert(rel.clone(), lines.len() as u32);
             let mut push = |name: String, span: proc_macro2::Span| {
                 let (start, end) = (span.start().line as u32, span.end().line as u32);
                 if start == 0 || end < start {
@@ -234,6 +291,45 @@ impl FunctionIndex {
 
     /// The `k` functions whose words best match the report (Okapi BM25, k1 = 1.2, b = 0.75).
     pub fn bm25(&self, report: &str, k: usize) -> Vec<DiagnosedBlock> {
+        self.ranked(report)
+            .into_iter()
+            .take(k)
+            .map(block_of)
+            .collect()
+    }
+
+    /// The shotgun: the `files` files that hold BM25's best-matching functions, each as one
+    /// whole-file block, then every function of those files (files in that order, functions in
+    /// line order), as many as a diagnosis may name.
+    pub fn everything(&self, report: &str, files: usize) -> Vec<DiagnosedBlock> {
+        let mut top: Vec<&str> = Vec::new();
+        for f in self.ranked(report) {
+            if top.len() == files {
+                break;
+            }
+            if !top.contains(&f.file.as_str()) {
+                top.push(&f.file);
+            }
+        }
+        let whole = top.iter().filter_map(|file| {
+            let lines = *self.file_lines.get(*file)?;
+            (lines > 0).then(|| DiagnosedBlock {
+                file: file.to_string(),
+                start_line: 1,
+                end_line: lines,
+                symbol: None,
+                explanation: None,
+            })
+        });
+        let functions = top
+            .iter()
+            .flat_map(|file| self.functions.iter().filter(move |f| f.file == *file))
+            .map(block_of);
+        whole.chain(functions).take(MAX_DIAGNOSIS_BLOCKS).collect()
+    }
+
+    /// Every function that shares a word with the report, best BM25 match first.
+    fn ranked(&self, report: &str) -> Vec<&FunctionBlock> {
         let query: BTreeSet<String> = words(report).into_iter().collect();
         let n = self.functions.len() as f64;
         if n == 0.0 || query.is_empty() {
@@ -277,11 +373,7 @@ impl FunctionIndex {
                 .then(a.1.file.cmp(&b.1.file))
                 .then(a.1.start.cmp(&b.1.start))
         });
-        scored
-            .into_iter()
-            .take(k)
-            .map(|(_, f)| block_of(f))
-            .collect()
+        scored.into_iter().map(|(_, f)| f).collect()
     }
 
     /// Functions that file:line locations or function paths in the report point at, in the
@@ -456,6 +548,47 @@ mod tests {
     }
 
     #[test]
+    fn everything_names_the_top_files_whole_then_their_functions() {
+        let d = crate_dir();
+        std::fs::write(
+            d.path().join("src/growth.rs"),
+            "fn grow() {\n    let x = 1;\n}\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("src/quiet.rs"), "fn silent() {}\n").unwrap();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let blocks = idx.everything("the snapshot id did not grow", 3);
+        let named: Vec<_> = blocks
+            .iter()
+            .map(|b| (b.file.as_str(), b.start_line, b.end_line))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("src/lib.rs", 1, 14),
+                ("src/growth.rs", 1, 3),
+                ("src/lib.rs", 4, 6),
+                ("src/lib.rs", 8, 11),
+                ("src/lib.rs", 14, 14),
+                ("src/growth.rs", 1, 3),
+            ]
+        );
+        assert!(idx.everything("", 3).is_empty());
+    }
+
+    #[test]
+    fn everything_stops_at_the_most_blocks_a_diagnosis_may_name() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("src")).unwrap();
+        let text: String = (0..80).map(|i| format!("fn grow_{i}() {{}}\n")).collect();
+        std::fs::write(d.path().join("src/lib.rs"), text).unwrap();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let blocks = idx.everything("grow", 3);
+        assert_eq!(blocks.len(), MAX_DIAGNOSIS_BLOCKS);
+        assert_eq!((blocks[0].start_line, blocks[0].end_line), (1, 80));
+    }
+
+    #[test]
     fn traces_point_at_functions() {
         let d = crate_dir();
         let idx = FunctionIndex::build(d.path()).unwrap();
@@ -464,6 +597,33 @@ mod tests {
         let names: Vec<_> = blocks.iter().map(|b| b.symbol.clone().unwrap()).collect();
         assert_eq!(names, ["Ledger::snapshot", "Ledger::apply_delete"]);
         assert!(idx.from_traces("no trace here", 3).is_empty());
+    }
+
+    #[test]
+    fn the_gold_reproducer_fixes_the_seed_it_would_read() {
+        let oracle = "fn seed() -> u64 {\n    std::env::var(\"FAULTLINE_SEED\").ok().and_then(|s| s.parse().ok()).unwrap_or(7)\n}\nfn other() -> u64 {\n    match :: std :: env :: var ( \"FAULTLINE_SEED\" ) { Ok(s) => s.parse().unwrap(), Err(_) => 7 }\n}\nfn main() { assert_eq!((seed(), other()), (1, 1)); }\n";
+        let fixed = with_fixed_seed(oracle);
+        assert!(!fixed.contains("env"), "{fixed}");
+        // The rewritten reads compile and hold the seed.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("seed.rs"), &fixed).unwrap();
+        let built = std::process::Command::new("rustc")
+            .args(["--edition", "2021", "-o"])
+            .arg(dir.path().join("seed"))
+            .arg(dir.path().join("seed.rs"))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let ran = std::process::Command::new(dir.path().join("seed"))
+            .status()
+            .unwrap();
+        assert!(ran.success());
+        let other = "fn f() { let _ = std::env::var(\"HOME\"); }";
+        assert_eq!(with_fixed_seed(other), other);
     }
 
     #[test]

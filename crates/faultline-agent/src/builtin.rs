@@ -10,7 +10,7 @@ use anyhow::Result;
 use faultline_model::{
     Message, ModelClient, ModelRequest, ModelResponse, PricingTable, ToolDefinition,
 };
-use faultline_sandbox::ExecRequest;
+use faultline_sandbox::{ExecRequest, LimitHit};
 use faultline_schema::trajectory::{
     Action, AgentInfo, ChatMessage, LimitFired, ModelCall, Step, Tokens, ToolCallRecord,
 };
@@ -204,10 +204,17 @@ impl BuiltinAgent {
             };
             let submitted = out.exit_code == Some(0)
                 && out.stdout.text.lines().next().map(str::trim) == Some(SUBMIT_SENTINEL);
+            let limit = out.limit_hit();
             let shown = if submitted {
                 out.stdout.text.clone()
             } else {
-                observation(out.exit_code, out.timed_out, &out.stdout.text, timeout)
+                observation(
+                    out.exit_code,
+                    out.timed_out,
+                    limit,
+                    &out.stdout.text,
+                    timeout,
+                )
             };
             let action = Action {
                 command: parsed.command.clone(),
@@ -221,6 +228,7 @@ impl BuiltinAgent {
                 output: shown.clone(),
                 elided_chars: out.stdout.elided_chars,
                 duration_secs: out.duration.as_secs_f64(),
+                limit: limit.map(|l| l.as_str().to_string()),
             };
             answer(&mut rec, &mut conversation, &parsed, &shown);
             answer_unexecuted(
@@ -244,6 +252,14 @@ impl BuiltinAgent {
                 },
                 diff.clone(),
             )?;
+            if limit == Some(LimitHit::Disk) {
+                rec.finish(
+                    ExitStatus::ResourceLimit,
+                    None,
+                    Some("the commands wrote past the sandbox's disk limit".into()),
+                )?;
+                return Ok(finished(rec, Submission::None));
+            }
             if submitted {
                 let body = out
                     .stdout
@@ -329,7 +345,13 @@ fn limit_reached(rec: &Recorder, limits: &faultline_schema::Limits) -> Option<Li
 }
 
 /// The observation shown to the model.
-fn observation(exit_code: Option<i32>, timed_out: bool, output: &str, timeout: Duration) -> String {
+fn observation(
+    exit_code: Option<i32>,
+    timed_out: bool,
+    limit: Option<LimitHit>,
+    output: &str,
+    timeout: Duration,
+) -> String {
     let status = match (exit_code, timed_out) {
         (_, true) => format!(
             "The command was killed after {} seconds (time limit).",
@@ -338,7 +360,13 @@ fn observation(exit_code: Option<i32>, timed_out: bool, output: &str, timeout: D
         (Some(c), _) => format!("exit code: {c}"),
         (None, _) => "The command was killed by a signal.".into(),
     };
-    format!("{status}\n{output}")
+    let limit = match limit {
+        Some(LimitHit::Memory) => "\nThe sandbox ran out of memory; a process was killed.",
+        Some(LimitHit::Processes) => "\nThe sandbox's process limit refused to start a process.",
+        Some(LimitHit::Disk) => "\nThe sandbox was killed for writing past its disk limit.",
+        None => "",
+    };
+    format!("{status}{limit}\n{output}")
 }
 
 fn record_assistant(rec: &mut Recorder, reply: &ModelResponse) {

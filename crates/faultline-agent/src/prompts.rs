@@ -12,9 +12,11 @@
 //! | `sentinel` | the first output line that marks a submission |
 //! | `tool_mode` | true when the model acts through native tool calls |
 //! | `step_limit`, `command_timeout_secs`, `output_cap_chars` | the trial's limits |
+//! | `diagnosis_line_budget` | how many named lines a diagnosis's score reads (agents are told the rule they are scored by) |
 
 use anyhow::{Context, Result};
 use faultline_corpus::BundleFile;
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::{Condition, Task};
 use minijinja::Environment;
 use serde::Serialize;
@@ -63,6 +65,7 @@ struct Vars<'a> {
     step_limit: u32,
     command_timeout_secs: u64,
     output_cap_chars: usize,
+    diagnosis_line_budget: u32,
 }
 
 /// The rendered prompts of one trial.
@@ -139,6 +142,7 @@ impl Templates {
             step_limit: task.limits.steps,
             command_timeout_secs: task.limits.command_timeout_secs,
             output_cap_chars: task.limits.output_cap_chars,
+            diagnosis_line_budget: DIAGNOSIS_LINE_BUDGET,
         };
         let ctx = minijinja::Value::from(minijinja::value::Serde(&vars));
         let render = |name: &str| -> Result<String> {
@@ -214,7 +218,14 @@ mod tests {
                 .unwrap()
         };
         assert!(render(Track::Diagnose).task.contains("diagnosis.json"));
+        assert!(
+            render(Track::Diagnose)
+                .task
+                .contains(&format!("first {DIAGNOSIS_LINE_BUDGET} lines"))
+        );
         assert!(render(Track::Reproduce).task.contains("faultline_repro.rs"));
+        assert!(render(Track::Reproduce).task.contains("graded `illegal`"));
+        assert!(!render(Track::Repair).task.contains("illegal"));
         assert!(render(Track::Repair).task.contains("changes you made"));
         assert!(render(Track::Repair).system.contains("```bash"));
     }

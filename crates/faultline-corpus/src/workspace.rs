@@ -24,7 +24,7 @@ use crate::gold::diff_trees;
 use crate::manifest::{Damage, Depth, Entry, Manifest, describe};
 use crate::store::{CaseSources, SourceStore, copy_tree};
 use anyhow::{Context, Result, bail};
-use faultline_sandbox::{ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
+use faultline_sandbox::{ExecRequest, Identity, Mount, Sandbox, SandboxSpec, Toolchain};
 use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -754,7 +754,13 @@ async fn prepare_external_oracle(
         oracle: Some(oracle.clone()),
         shared: None,
     };
-    let sandbox = Sandbox::new(grade.sandbox_spec(toolchain, &grade.workspace, Some(&oracle)))?;
+    // Templates are built as the harness, so that what they hold is the harness's (and a
+    // sandbox's dedicated identity can never change it).
+    let sandbox = Sandbox::new(
+        grade
+            .sandbox_spec(toolchain, &grade.workspace, Some(&oracle))
+            .identity(Identity::Harness),
+    )?;
     let out = sandbox
         .exec(
             &ExecRequest::argv(
@@ -940,12 +946,16 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
     Ok(())
 }
 
-/// Builds the crate and its tests inside the sandbox, offline. Published crates sometimes ship
-/// integration tests that cannot compile (their path-only dev-dependencies are stripped on
-/// publishing); then the library's own tests are warmed alone, and the other test targets stay
-/// as broken for the agent as they are for any user.
+/// Builds the crate and its tests inside the sandbox, offline, as the harness (see
+/// `prepare_external_oracle`). Published crates sometimes ship integration tests that cannot
+/// compile (their path-only dev-dependencies are stripped on publishing); then the library's own
+/// tests are warmed alone, and the other test targets stay as broken for the agent as they are
+/// for any user.
 async fn warm_build(t: &Template, toolchain: &Toolchain) -> Result<()> {
-    let sandbox = Sandbox::new(t.sandbox_spec(toolchain, &t.workspace, None))?;
+    let sandbox = Sandbox::new(
+        t.sandbox_spec(toolchain, &t.workspace, None)
+            .identity(Identity::Harness),
+    )?;
     let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
     let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
     let lib_tests: &[&str] = &[

@@ -3,6 +3,7 @@
 //! Every grade is built in a fresh workbench, never in the agent's workspace.
 
 use crate::diagnosis;
+use crate::legality::{Legality, check_reproducer};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
@@ -13,6 +14,7 @@ use faultline_corpus::gold::diff_trees;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::Toolchain;
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::grade::{
     GRADE_SCHEMA_VERSION, GradeInputs, RepairDetails, ReproductionDetails,
 };
@@ -132,7 +134,7 @@ fn conclude(mut g: Grade, outcome: Outcome, reason: impl Into<String>, started: 
     g.reason = reason.into();
     g.score = match outcome {
         Outcome::InfraError => None,
-        Outcome::Scored => g.diagnosis.as_ref().map(|d| d.block_coverage),
+        Outcome::Scored => g.diagnosis.as_ref().map(|d| d.budgeted_coverage),
         o if o.is_success() => Some(1.0),
         _ => Some(0.0),
     };
@@ -176,11 +178,14 @@ pub fn grade_diagnosis(ctx: &GradeContext, trial_id: &str, text: &str) -> Result
         &ctx.prepared.stamp.agent.workspace,
     );
     let reason = format!(
-        "block coverage {:.2}, block precision {:.2}, {} of {} blocks rejected",
+        "budgeted coverage {:.2} ({} of {} blocks read within {DIAGNOSIS_LINE_BUDGET} lines), \
+         block coverage {:.2}, block precision {:.2}, {} blocks rejected",
+        scores.budgeted_coverage,
+        scores.blocks_read,
+        scores.blocks_named,
         scores.block_coverage,
         scores.block_precision,
         scores.rejected_blocks.len(),
-        scores.blocks_named
     );
     g.diagnosis = Some(scores);
     Ok(conclude(g, Outcome::Scored, reason, started))
@@ -491,8 +496,10 @@ async fn run_oracle(
 }
 
 /// Grades a reproducer: one integration-test file, built against the crate's public API, which
-/// must fail on the buggy version and pass with the gold patch, k times each. It is built in a
-/// copy of the agent's template, where neither the oracle nor its build products exist.
+/// must fail on the buggy version and pass with the gold patch, k times each. It must keep the
+/// track's rules ([`crate::legality`]), or it is `illegal` without being built. It is built in a
+/// copy of the agent's template, where neither the oracle nor its build products exist, and run
+/// in a sandbox that holds only its executable.
 pub async fn grade_reproduction(
     ctx: &GradeContext<'_>,
     trial_id: &str,
@@ -501,11 +508,12 @@ pub async fn grade_reproduction(
 ) -> Result<Grade> {
     let started = Instant::now();
     let mut g = new_grade(ctx, trial_id, Track::Reproduce, test_file)?;
+    let mut details = ReproductionDetails {
+        k: opts.reproduction_k,
+        ..Default::default()
+    };
     if test_file.trim().is_empty() {
-        g.reproduction = Some(ReproductionDetails {
-            k: opts.reproduction_k,
-            ..Default::default()
-        });
+        g.reproduction = Some(details);
         return Ok(conclude(
             g,
             Outcome::InvalidSubmission,
@@ -513,7 +521,29 @@ pub async fn grade_reproduction(
             started,
         ));
     }
-    let graded = reproduction_inner(ctx, test_file, opts)
+    let unreadable = match check_reproducer(test_file) {
+        Legality::Legal => None,
+        Legality::Unreadable(why) => Some(why),
+        Legality::Illegal(violations) => {
+            let reason = match violations.as_slice() {
+                [] => "the reproducer breaks the track's rules".to_string(),
+                [first, rest @ ..] => format!(
+                    "the reproducer breaks the track's rules: {} (line {}: {}){}",
+                    first.rule,
+                    first.line,
+                    first.found,
+                    match rest.len() {
+                        0 => String::new(),
+                        n => format!(", and {n} more"),
+                    }
+                ),
+            };
+            details.violations = violations.iter().map(ToString::to_string).collect();
+            g.reproduction = Some(details);
+            return Ok(conclude(g, Outcome::Illegal, reason, started));
+        }
+    };
+    let graded = reproduction_inner(ctx, test_file, opts, details, unreadable)
         .await
         .and_then(|verdict| {
             still_intact(ctx, &[TemplateKind::Agent, TemplateKind::Grading]).map(|()| verdict)
@@ -527,16 +557,16 @@ pub async fn grade_reproduction(
     }
 }
 
+/// Builds and runs a reproducer that the static check passed, or could not read (`unreadable`
+/// says why): such a file is illegal if it compiles, since nobody checked what it does.
 async fn reproduction_inner(
     ctx: &GradeContext<'_>,
     test_file: &str,
     opts: &GradeOptions,
+    mut details: ReproductionDetails,
+    unreadable: Option<String>,
 ) -> Result<(Outcome, String, ReproductionDetails)> {
     let k = opts.reproduction_k;
-    let mut details = ReproductionDetails {
-        k,
-        ..Default::default()
-    };
     let gold = diff_trees(&ctx.prepared.sources.buggy, &ctx.prepared.sources.fixed)?;
     let mut harness = ReproHarness::Crate;
     let mut per_version = Vec::new();
@@ -573,18 +603,19 @@ async fn reproduction_inner(
                 ));
             }
         };
+        if let Some(why) = &unreadable {
+            details.violations = vec![format!("the checker cannot read the file: {why}")];
+            return Ok((
+                Outcome::Illegal,
+                "the reproducer compiles but the harness cannot read it to check the track's rules"
+                    .into(),
+                details,
+            ));
+        }
         let mut verdicts = Vec::new();
-        for seed in 1..=u64::from(k) {
-            let run = bench
-                .run(
-                    &bin,
-                    None,
-                    &[],
-                    seed,
-                    Duration::from_secs(ctx.case.manifest.oracle.timeout_secs),
-                )
-                .await?;
-            verdicts.push(run.verdict);
+        for _ in 0..k {
+            let timeout = Duration::from_secs(ctx.case.manifest.oracle.timeout_secs);
+            verdicts.push(bench.run_alone(&bin, timeout).await?.verdict);
         }
         per_version.push(verdicts);
     }

@@ -3,8 +3,10 @@
 
 pub mod diagnosis;
 pub mod grader;
+pub mod legality;
 pub mod libtest;
 pub mod patch;
+pub mod protections;
 pub mod validate;
 pub mod workbench;
 

@@ -11,7 +11,7 @@ use faultline_corpus::workspace::{
     GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_outputs,
 };
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
-use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
+use faultline_sandbox::{ExecOutput, ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
 use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -21,6 +21,10 @@ use std::time::Duration;
 
 /// Name of the module an in-crate oracle is compiled as; its tests are `faultline_oracle::*`.
 pub const IN_CRATE_MODULE: &str = "faultline_oracle";
+
+/// Where [`Workbench::run_alone`] mounts the test executable, and its working directory.
+const ALONE_EXECUTABLE: &str = "/test";
+const ALONE_WORKDIR: &str = "/work";
 
 /// How long a test build may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -307,42 +311,91 @@ impl Workbench {
         seed: u64,
         timeout: Duration,
     ) -> Result<TestRun> {
-        let mut argv = vec![
-            bin.path.clone(),
-            "-Z".into(),
-            "unstable-options".into(),
-            "--format".into(),
-            "json".into(),
-        ];
-        if let Some(f) = filter {
-            argv.push(f.to_string());
-        }
-        for s in skip {
-            argv.push("--skip".into());
-            argv.push(s.clone());
-        }
-        let req = ExecRequest::argv(argv, timeout)
-            .cap(MACHINE_OUTPUT_CAP)
+        let req = libtest_request(&bin.path, filter, skip, timeout)
             .workdir(bin.cwd.clone())
-            // libtest's JSON output is gated on this variable at run time; the build is not.
-            .env("RUSTC_BOOTSTRAP", "1")
             .env("FAULTLINE_SEED", seed.to_string())
-            .env("CARGO_MANIFEST_DIR", bin.cwd.clone())
-            .env("RUST_BACKTRACE", "0");
-        let out = self.sandbox.exec(&req).await?;
-        let report = libtest::parse(&out.stdout.text);
-        let verdict = libtest::judge(&report, out.exit_code, out.timed_out);
-        let stderr_tail: String = {
-            let chars: Vec<char> = out.stderr.text.chars().collect();
-            chars[chars.len().saturating_sub(2000)..].iter().collect()
+            .env("CARGO_MANIFEST_DIR", bin.cwd.clone());
+        Ok(test_run(self.sandbox.exec(&req).await?))
+    }
+
+    /// Runs a test binary with libtest's JSON output in a sandbox of its own that holds nothing
+    /// of the case: the executable alone (read-only), an empty working directory, no toolchain,
+    /// and no environment but what libtest and the panic handler read. For reproducers, which
+    /// must not read the crate's sources or anything else that could tell the buggy version
+    /// from the fixed one: whatever a reproducer slipped past the static check of
+    /// [`crate::legality`] finds nothing to read.
+    pub async fn run_alone(&self, bin: &TestBinary, timeout: Duration) -> Result<TestRun> {
+        let host = self.host_path(&bin.path)?;
+        let mut spec =
+            SandboxSpec::new(None, ALONE_WORKDIR).mount(Mount::ro(host, ALONE_EXECUTABLE));
+        spec.tmpfs.push(ALONE_WORKDIR.into());
+        spec.env.clear();
+        let sandbox = Sandbox::new(spec)?;
+        let req = libtest_request(ALONE_EXECUTABLE, None, &[], timeout);
+        Ok(test_run(sandbox.exec(&req).await?))
+    }
+
+    /// The host path of a regular file inside this workbench's sandbox; a link there (which
+    /// bubblewrap would follow on the host when mounting it) is refused.
+    fn host_path(&self, guest: &str) -> Result<PathBuf> {
+        let guest = Path::new(guest);
+        let (root, rest) = if let Ok(rest) = guest.strip_prefix(GUEST_WORKSPACE) {
+            (&self.workspace, rest)
+        } else if let (Ok(rest), Some(oracle)) = (guest.strip_prefix(GUEST_ORACLE), &self.oracle) {
+            (oracle, rest)
+        } else {
+            bail!("{} is outside the workbench", guest.display())
         };
-        Ok(TestRun {
-            verdict,
-            report,
-            exit_code: out.exit_code,
-            wall_secs: out.duration.as_secs_f64(),
-            stderr_tail,
-        })
+        if !Confined::open(root)?.is_file(rest) {
+            bail!("{} is not a regular file of the workbench", guest.display());
+        }
+        Ok(root.join(rest))
+    }
+}
+
+/// A test executable's command line for libtest's JSON output, with the environment libtest
+/// and the panic handler read.
+fn libtest_request(
+    executable: &str,
+    filter: Option<&str>,
+    skip: &[String],
+    timeout: Duration,
+) -> ExecRequest {
+    let mut argv = vec![
+        executable.to_string(),
+        "-Z".into(),
+        "unstable-options".into(),
+        "--format".into(),
+        "json".into(),
+    ];
+    if let Some(f) = filter {
+        argv.push(f.to_string());
+    }
+    for s in skip {
+        argv.push("--skip".into());
+        argv.push(s.clone());
+    }
+    ExecRequest::argv(argv, timeout)
+        .cap(MACHINE_OUTPUT_CAP)
+        // libtest's JSON output is gated on this variable at run time; the build is not.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUST_BACKTRACE", "0")
+}
+
+/// A test run's verdict from its exit and libtest's events.
+fn test_run(out: ExecOutput) -> TestRun {
+    let report = libtest::parse(&out.stdout.text);
+    let verdict = libtest::judge(&report, out.exit_code, out.timed_out);
+    let stderr_tail: String = {
+        let chars: Vec<char> = out.stderr.text.chars().collect();
+        chars[chars.len().saturating_sub(2000)..].iter().collect()
+    };
+    TestRun {
+        verdict,
+        report,
+        exit_code: out.exit_code,
+        wall_secs: out.duration.as_secs_f64(),
+        stderr_tail,
     }
 }
 

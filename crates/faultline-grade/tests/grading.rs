@@ -1,16 +1,20 @@
 //! Grading on the fixture case: the gold patch passes, the empty patch fails, labels score 1,
-//! the oracle is a valid reproducer, and each tampering attempt is graded for what the patch
+//! the oracle is a valid reproducer, reproducers that read the sources are illegal and run where
+//! nothing of the case is in reach, and each tampering attempt is graded for what the patch
 //! really fixes. Real sandboxes, real cargo builds of the fixture crate.
 
 use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::gold::diff_trees;
 use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
+use faultline_grade::libtest::RunVerdict;
+use faultline_grade::workbench::BuildTarget;
 use faultline_grade::{
-    GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
+    GradeContext, GradeOptions, Workbench, grade_diagnosis, grade_repair, grade_reproduction,
 };
 use faultline_sandbox::Toolchain;
 use faultline_schema::{Grade, Outcome};
 use std::sync::OnceLock;
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
 struct Fixture {
@@ -124,8 +128,12 @@ async fn labels_as_a_diagnosis_score_one_and_an_empty_one_zero() {
     let labels =
         r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":24,"end_line":27}]}"#;
     let g = grade_diagnosis(&ctx(f), "t/diagnose/symptom/1", labels).unwrap();
+    assert_eq!(g.score, Some(1.0));
     let d = g.diagnosis.unwrap();
-    assert_eq!((d.block_coverage, d.block_precision), (1.0, 1.0));
+    assert_eq!(
+        (d.budgeted_coverage, d.block_coverage, d.block_precision),
+        (1.0, 1.0, 1.0)
+    );
     let g = grade_diagnosis(&ctx(f), "t", r#"{"schema_version":1,"blocks":[]}"#).unwrap();
     assert_eq!(g.score, Some(0.0));
     for bad in [
@@ -159,6 +167,13 @@ async fn the_hidden_oracle_is_a_valid_reproducer_and_a_weak_test_is_not() {
 
     let broken = "#[test]\nfn x() { toy_counter::does_not_exist(); }\n";
     let g = grade_reproduction(&ctx(f), "t", broken, &opts)
+        .await
+        .unwrap();
+    assert_eq!(g.outcome, Outcome::DoesNotCompile, "{g:#?}");
+
+    // Not even Rust tokens: the checker cannot read it, and the compiler says why.
+    let unreadable = "#[test]\nfn x() { let s = \"unterminated; }\n";
+    let g = grade_reproduction(&ctx(f), "t", unreadable, &opts)
         .await
         .unwrap();
     assert_eq!(g.outcome, Outcome::DoesNotCompile, "{g:#?}");
@@ -291,31 +306,145 @@ async fn printing_fake_test_results_does_not_pass() {
     assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
 }
 
-#[tokio::test]
-async fn a_reproducer_built_with_the_test_packages_dependencies_cannot_reach_the_oracle() {
-    let f = fixture().await;
-    // Compiles only as part of the test package (named `oracle`), not as a test of the crate, so
-    // grading falls back to that package; from there it looks for the oracle's sources and its
-    // compiled test executable (`tests/merge.rs`), which must both be gone.
-    let snoop = r#"
-const _: () = assert!(env!("CARGO_PKG_NAME").len() == "oracle".len());
+/// A reproducer that tests nothing: it tells the fixed version from the buggy one by the size
+/// of the crate's sources, read in one of several ways.
+fn byte_counter(read_sizes: &str, prelude: &str) -> String {
+    let buggy = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree/buggy/src/lib.rs");
+    let size = std::fs::metadata(buggy).unwrap().len();
+    format!(
+        "{prelude}\n#[test]\nfn the_sources_changed() {{\n    let total: u64 = {read_sizes};\n    assert_ne!(total, {size});\n}}\n"
+    )
+}
 
+#[tokio::test]
+async fn reproducers_that_read_instead_of_exercising_the_crate_are_illegal() {
+    let f = fixture().await;
+    let opts = GradeOptions::default();
+    for (name, reproducer, rule) in [
+        (
+            "std::fs",
+            byte_counter(
+                "std::fs::read_dir(\"src\").unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()",
+                "",
+            ),
+            "file access",
+        ),
+        (
+            "include_str!",
+            byte_counter("include_str!(\"../src/lib.rs\").len() as u64", ""),
+            "file access",
+        ),
+        (
+            "env!",
+            byte_counter(
+                "std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"src/lib.rs\").metadata().unwrap().len()",
+                "",
+            ),
+            "environment access",
+        ),
+        (
+            "std::process::Command",
+            byte_counter(
+                "String::from_utf8(std::process::Command::new(\"wc\").args([\"-c\", \"src/lib.rs\"]).output().unwrap().stdout).unwrap().split_whitespace().next().unwrap().parse().unwrap()",
+                "",
+            ),
+            "process access",
+        ),
+        (
+            "a renamed import",
+            byte_counter(
+                "files::metadata(\"src/lib.rs\").unwrap().len()",
+                "use std::fs as files;",
+            ),
+            "file access",
+        ),
+        (
+            "a renamed std",
+            byte_counter(
+                "s::fs::metadata(\"src/lib.rs\").unwrap().len()",
+                "use std as s;",
+            ),
+            "file access",
+        ),
+        (
+            "a glob import",
+            byte_counter("fs::metadata(\"src/lib.rs\").unwrap().len()", "use std::*;"),
+            "file access",
+        ),
+    ] {
+        let g = grade_reproduction(&ctx(f), "t/reproduce/symptom/1", &reproducer, &opts)
+            .await
+            .unwrap();
+        assert_eq!(g.outcome, Outcome::Illegal, "{name}: {g:#?}");
+        assert_eq!(g.score, Some(0.0), "{name}");
+        assert!(!g.outcome.is_success());
+        assert!(
+            g.reason.contains("breaks the track's rules"),
+            "{name}: {}",
+            g.reason
+        );
+        let details = g.reproduction.unwrap();
+        assert!(
+            details.violations.iter().any(|v| v.contains(rule)),
+            "{name}: {details:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reproducer_runs_alone_with_nothing_of_the_case_in_reach() {
+    let f = fixture().await;
+    // Built as the only test of the case's test package (the second harness), whose oracle
+    // must be gone before the build; run where it finds neither sources nor an environment.
+    let snoop = r#"
 fn names(dir: &str) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect()
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(e) => vec![format!("{dir}: {e}")],
+    }
 }
 
 #[test]
-fn the_oracle_is_out_of_reach() {
-    assert_eq!(names("/oracle/tests"), ["faultline_repro.rs"]);
-    let deps = names("/workspace/target/debug/deps");
-    assert!(!deps.iter().any(|n| n.starts_with("merge-")), "{deps:?}");
+fn nothing_of_the_case_is_in_reach() {
+    assert_eq!(names("/workspace"), ["/workspace: No such file or directory (os error 2)"]);
+    assert_eq!(names("/oracle"), ["/oracle: No such file or directory (os error 2)"]);
+    assert_eq!(names("."), Vec::<String>::new());
+    // Where the harness inherited descriptors, a shell closes them first and adds its own.
+    let mut vars: Vec<String> = std::env::vars()
+        .map(|(k, _)| k)
+        .filter(|k| !["PWD", "SHLVL", "_"].contains(&k.as_str()))
+        .collect();
+    vars.sort();
+    assert_eq!(vars, ["RUSTC_BOOTSTRAP", "RUST_BACKTRACE"]);
 }
 "#;
-    let g = grade_reproduction(&ctx(f), "t", snoop, &GradeOptions::default())
-        .await
+    let bench = Workbench::new(&f.case, &f.prepared, &f.data, &f.toolchain).unwrap();
+    bench
+        .replace_oracle_tests("faultline_repro", snoop)
         .unwrap();
-    assert_eq!(g.outcome, Outcome::PassesOnBoth, "{g:#?}");
+    let oracle = bench.oracle.as_ref().unwrap();
+    let tests: Vec<_> = std::fs::read_dir(oracle.join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(tests, ["faultline_repro.rs"]);
+    let deps = bench.workspace.join("target/debug/deps");
+    assert!(
+        !std::fs::read_dir(deps).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("merge-")),
+        "the oracle's compiled test executable is still there"
+    );
+    let bins = bench.build(&[BuildTarget::Oracle]).await.unwrap().unwrap();
+    let bin = bins.iter().find(|b| b.target == "faultline_repro").unwrap();
+    let timeout = Duration::from_secs(60);
+    let alone = bench.run_alone(bin, timeout).await.unwrap();
+    assert_eq!(alone.verdict, RunVerdict::Pass, "{alone:#?}");
+    // Where oracles run, the same test sees the case: the checks above are not vacuous.
+    let beside = bench.run(bin, None, &[], 1, timeout).await.unwrap();
+    assert_eq!(beside.verdict, RunVerdict::Fail, "{beside:#?}");
 }

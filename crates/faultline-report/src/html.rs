@@ -113,6 +113,7 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         title => inputs.title,
         report => Value::from(Serde(report)),
         regrade => markdown::regrade_line(report),
+        protection_notice => markdown::protection_notice(report),
         sections => Value::from(Serde(&sections)),
         effects => Value::from(Serde(markdown::condition_effects(report))),
         glmm => Value::from(Serde(markdown::glmm(report))),
@@ -121,5 +122,6 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         trials => Value::from(Serde(inputs.trials)),
         cases => Value::from(Serde(inputs.cases)),
         omitted => inputs.trials.iter().filter(|t| !t.embedded).count(),
+        scores_note => leaderboard::scores_note(),
     })
 }

@@ -1,8 +1,21 @@
 //! The leaderboard: one row per agent, track and condition, with the DistDebug aggregation (the
-//! mean of attempts within a case, cases weighted equally) and a 95% case-bootstrap interval.
+//! mean of attempts within a case, cases weighted equally) and a 95% case-bootstrap interval. A
+//! diagnosis row ranks by its budgeted coverage and shows DistDebug's block coverage beside it,
+//! so a reader sees both what the agent localized and what it merely named.
 
 use crate::Table;
+use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::{GroupStats, Report};
+
+/// What the scores are, the opening of every rendering: a diagnosis score is no longer
+/// DistDebug's block coverage, so each table says which number ranks and where the other is.
+pub fn scores_note() -> String {
+    format!(
+        "Scores in percent: repair and reproduction are pass rates, diagnosis is block coverage \
+         within the first {DIAGNOSIS_LINE_BUDGET} lines a diagnosis names (DistDebug's block \
+         coverage, which has no such budget, is the \"block cov.\" column)."
+    )
+}
 
 /// A fraction as a percentage with one decimal.
 pub fn pct(x: f64) -> String {
@@ -60,6 +73,7 @@ pub fn table_where(report: &Report, keep: impl Fn(&GroupStats) -> bool) -> Table
         "score",
         "95% CI",
         "pass@k / pass^k",
+        "block cov.",
         "precision",
         "cases",
         "trials",
@@ -80,6 +94,7 @@ pub fn table_where(report: &Report, keep: impl Fn(&GroupStats) -> bool) -> Table
                 .as_ref()
                 .map_or("-".into(), |s| interval(s.lower, s.upper)),
             pass_k(g),
+            g.block_coverage.map_or("-".into(), pct),
             g.precision.map_or("-".into(), pct),
             g.cases.to_string(),
             g.trials.to_string(),

@@ -269,15 +269,55 @@ pub fn regrade_line(report: &Report) -> Option<String> {
     })
 }
 
-const PREAMBLE: &str = "Scores in percent: repair and reproduction are pass rates, diagnosis is \
-block coverage. Attempts are averaged within a case and cases weighted equally; intervals are \
-95% case bootstraps.";
+/// A warning for reports of runs made without every sandbox protection, or without a record of
+/// them; `None` when all held.
+pub fn protection_notice(report: &Report) -> Option<String> {
+    let records = &report.run.protections;
+    if records.is_empty() {
+        return Some(
+            "Unverified sandbox: this run records no sandbox protections (made without a lock or \
+             by an older faultline), so its scores are not comparable with protected runs."
+                .into(),
+        );
+    }
+    let lacking = faultline_schema::protection::lacking(records);
+    (!lacking.is_empty()).then(|| {
+        format!(
+            "Not comparable: this run was made without these sandbox protections: {}.",
+            lacking.join("; ")
+        )
+    })
+}
+
+/// The protections the run's lock records, one line each.
+pub fn protections_list(report: &Report) -> String {
+    report
+        .run
+        .protections
+        .iter()
+        .map(|p| format!("- {}: {} ({})\n", p.name, state_name(p.state), p.detail))
+        .collect()
+}
+
+fn state_name(s: faultline_schema::ProtectionState) -> &'static str {
+    match s {
+        faultline_schema::ProtectionState::Active => "active",
+        faultline_schema::ProtectionState::Off => "off",
+        faultline_schema::ProtectionState::Unavailable => "unavailable",
+    }
+}
 
 /// The whole report as a Markdown document.
 pub fn markdown(report: &Report) -> String {
     let mut out = String::from("# faultline report\n\n");
+    let notice = protection_notice(report);
+    if let Some(n) = &notice {
+        out.push_str(&format!("> **{n}**\n\n"));
+    }
     out.push_str(&format!(
-        "{PREAMBLE} {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        "{} Attempts are averaged within a case and cases weighted equally; intervals are 95% \
+         case bootstraps. {} resamples, seed {}. {} trials, {} cases, agents: {}.\n\n",
+        leaderboard::scores_note(),
         report.bootstrap.resamples,
         report.bootstrap.seed,
         report.run.trials,
@@ -321,12 +361,23 @@ pub fn markdown(report: &Report) -> String {
         out.push_str(&format!("\n## Per case: {track}\n\n"));
         out.push_str(&heat_map(report, *track).to_markdown());
     }
+    if !report.run.protections.is_empty() {
+        out.push_str("\n## Sandbox protections\n\n");
+        out.push_str(&protections_list(report));
+    }
+    if let Some(n) = &notice {
+        out.push_str(&format!("\n> **{n}**\n"));
+    }
     out
 }
 
 /// The report for a terminal: the leaderboard, the condition effects and the GLMM.
 pub fn terminal(report: &Report) -> String {
-    let mut out = leaderboard::table(report).to_terminal();
+    let mut out = String::new();
+    if let Some(n) = protection_notice(report) {
+        out.push_str(&format!("WARNING: {n}\n"));
+    }
+    out.push_str(&leaderboard::table(report).to_terminal());
     out.push('\n');
     if !report.condition_effects.is_empty() {
         out.push_str("\ncontext - symptom (paired case bootstrap, percentage points)\n");

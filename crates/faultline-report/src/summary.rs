@@ -274,6 +274,12 @@ impl Group<'_> {
                     .filter(|r| scored(r).is_some())
                     .filter_map(|r| Some((r.case_id.as_str(), r.block_precision?))),
             ),
+            block_coverage: case_weighted(
+                self.records
+                    .iter()
+                    .filter(|r| scored(r).is_some())
+                    .filter_map(|r| Some((r.case_id.as_str(), r.block_coverage?))),
+            ),
             tokens: mean_of(&|r| r.tokens.total() as f64),
             cost_usd: self
                 .records
@@ -539,6 +545,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             tracks,
             conditions,
             trials: records.len(),
+            protections: lock.map(|l| l.protections.clone()).unwrap_or_default(),
         },
         bootstrap: BootstrapSettings {
             resamples: options.bootstrap.resamples,

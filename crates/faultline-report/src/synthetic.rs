@@ -57,6 +57,7 @@ pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsEr
                     Outcome::FailOracle
                 },
                 score: Some(o.value),
+                block_coverage: None,
                 block_precision: None,
                 file_coverage: None,
                 tokens: Tokens {

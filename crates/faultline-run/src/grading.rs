@@ -15,7 +15,7 @@ use faultline_grade::grader::case_hash;
 use faultline_grade::{
     GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
 };
-use faultline_sandbox::{Sandbox, Toolchain};
+use faultline_sandbox::{Protections, Toolchain};
 use faultline_schema::grade::GRADE_SCHEMA_VERSION;
 use faultline_schema::{Grade, Outcome, Track};
 use sha2::{Digest, Sha256};
@@ -42,14 +42,16 @@ impl GradeEnvironment {
     /// The environment grades of a prepared case get on this machine.
     pub fn of(prepared: &PreparedCase, toolchain: &Toolchain) -> Result<GradeEnvironment> {
         let grading = prepared.template(TemplateKind::Grading);
-        let sandbox = Sandbox::new(grading.sandbox_spec(
+        // What a workbench's sandbox gets, asked without building one: building a sandbox
+        // hands its writable mounts (here, the template) to the sandbox's identity.
+        let protections = Protections::for_spec(&grading.sandbox_spec(
             toolchain,
             &grading.workspace,
             grading.oracle.as_deref(),
-        ))?;
+        ));
         Ok(GradeEnvironment {
             toolchain: toolchain_version(toolchain)?,
-            protections: sandbox.protections().to_string(),
+            protections: protections.to_string(),
             template: prepared.manifest.sha256(),
         })
     }
@@ -111,6 +113,7 @@ pub fn verdict_about_submission(grade: &Grade) -> bool {
         | Outcome::FailsOnBoth
         | Outcome::PassesOnBoth
         | Outcome::Flaky
+        | Outcome::Illegal
         | Outcome::InvalidSubmission => true,
         Outcome::BuildError | Outcome::DoesNotCompile | Outcome::Timeout | Outcome::InfraError => {
             false

@@ -103,6 +103,7 @@ pub async fn regrade(
         faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
         r.outcome = grade.outcome;
         r.score = grade.score;
+        r.block_coverage = grade.diagnosis.as_ref().map(|d| d.block_coverage);
         r.block_precision = grade.diagnosis.as_ref().map(|d| d.block_precision);
         r.file_coverage = grade.diagnosis.as_ref().map(|d| d.file_coverage);
         out.push(r);
@@ -200,6 +201,7 @@ pub async fn import_predictions(
         pricing: None,
         grading: crate::pack::grading_settings(opts),
         shard: None,
+        protections: faultline_grade::protections::in_force(),
     };
     std::fs::create_dir_all(out)?;
     faultline_schema::io::write_json_atomic(&out.join("lock.json"), &lock)?;

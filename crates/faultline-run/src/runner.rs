@@ -230,6 +230,7 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
         pricing: Some(cfg.pricing.table_version.clone()),
         grading: crate::pack::grading_settings(&cfg.grading),
         shard: cfg.shard.map(|s| s.to_string()),
+        protections: faultline_grade::protections::in_force(),
     })
 }
 
@@ -461,19 +462,12 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
     let traj_path = dir.join("trajectory.json");
     let outcome = match agent {
         AgentSpec::Baseline(b) => {
-            let mut report = case.symptom.clone();
-            if t.condition == Condition::Context {
-                for f in &case.bundle {
-                    report.push('\n');
-                    report.push_str(&f.text);
-                }
-            }
             let submission = baselines::submit(
                 *b,
                 t.track,
                 case,
                 &s.gold[case.id()],
-                &report,
+                &baselines::report_text(case, t.condition),
                 &prepared.stamp.agent.workspace,
             )?;
             let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
@@ -586,6 +580,7 @@ pub fn record(
         exit_status: traj.exit_status,
         outcome: grade.outcome,
         score: grade.score,
+        block_coverage: grade.diagnosis.as_ref().map(|d| d.block_coverage),
         block_precision: grade.diagnosis.as_ref().map(|d| d.block_precision),
         file_coverage: grade.diagnosis.as_ref().map(|d| d.file_coverage),
         tokens: traj.totals.tokens,

@@ -11,7 +11,7 @@
 //! when that is the case.
 
 use faultline_sandbox::{
-    ExecRequest, Mount, ResourceLimits, Sandbox, SandboxSpec, Session, Toolchain,
+    ExecRequest, Identity, Mount, ResourceLimits, Sandbox, SandboxSpec, Session, Toolchain,
 };
 use std::path::Path;
 use std::process::Stdio;
@@ -25,6 +25,7 @@ enum Method {
     PlainBash,
     BareBwrap,
     LayoutBwrap,
+    HarnessSandboxTrue,
     SandboxTrue,
     SandboxBash,
     SessionTrue,
@@ -32,11 +33,12 @@ enum Method {
 }
 
 impl Method {
-    const ALL: [Method; 8] = [
+    const ALL: [Method; 9] = [
         Method::PlainTrue,
         Method::PlainBash,
         Method::BareBwrap,
         Method::LayoutBwrap,
+        Method::HarnessSandboxTrue,
         Method::SandboxTrue,
         Method::SandboxBash,
         Method::SessionTrue,
@@ -49,6 +51,7 @@ impl Method {
             Method::PlainBash => "plain spawn: bash -c true",
             Method::BareBwrap => "bare bwrap: true",
             Method::LayoutBwrap => "bwrap, Sandbox's args: true",
+            Method::HarnessSandboxTrue => "Sandbox::exec as harness: true",
             Method::SandboxTrue => "Sandbox::exec: true",
             Method::SandboxBash => "Sandbox::exec: bash -c true",
             Method::SessionTrue => "Session::exec: true",
@@ -80,11 +83,14 @@ fn bare_bwrap_args() -> Vec<&'static str> {
 }
 
 struct Subjects {
+    /// The default sandbox: the dedicated identity, the filter, the write restriction.
     sandbox: Sandbox,
+    /// The same layout run as the harness's own uid, to tell the identity's cost.
+    as_harness: Sandbox,
     session: Session,
     bare: Vec<&'static str>,
-    /// The arguments `Sandbox::exec` passes bubblewrap, to tell its layout's cost from the
-    /// harness's own.
+    /// The arguments `Sandbox::exec` passes bubblewrap (as the harness, which needs no
+    /// launcher), to tell the layout's cost from the harness's own.
     layout: Vec<String>,
 }
 
@@ -120,6 +126,9 @@ async fn time(m: Method, s: &Subjects) -> Duration {
             let args: Vec<&str> = s.layout.iter().map(String::as_str).collect();
             plain("bwrap", &args).await;
             None
+        }
+        Method::HarnessSandboxTrue => {
+            Some(s.as_harness.exec(&ExecRequest::argv(["true"], t)).await)
         }
         Method::SandboxTrue => Some(s.sandbox.exec(&ExecRequest::argv(["true"], t)).await),
         Method::SandboxBash => Some(s.sandbox.exec(&ExecRequest::bash("true", t)).await),
@@ -157,15 +166,17 @@ async fn main() {
             cpu_weight: None,
             ..ResourceLimits::default()
         });
-    let sandbox = Sandbox::new(spec).unwrap();
+    let sandbox = Sandbox::new(spec.clone()).unwrap();
+    let as_harness = Sandbox::new(spec.identity(Identity::Harness)).unwrap();
     let session = sandbox
         .start_session_with(env!("CARGO_BIN_EXE_faultline-supervisor").as_ref())
         .await
         .unwrap();
-    let layout = sandbox.bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)));
+    let layout = as_harness.bwrap_args(&ExecRequest::argv(["true"], Duration::from_secs(1)));
     let shimmed = layout.iter().any(|a| a == "faultline-close-fds");
     let subjects = Subjects {
         sandbox,
+        as_harness,
         session,
         bare: bare_bwrap_args(),
         layout,

@@ -1,5 +1,6 @@
 //! Per-sandbox limits through cgroup v1: a `pids` cgroup bounds how many tasks a sandbox may
-//! have, a `cpu` cgroup how much CPU time it gets when the machine is busy.
+//! have, a `cpu` cgroup how much CPU time it gets when the machine is busy, a `memory` cgroup how
+//! much memory its processes hold together (the kernel's OOM killer then picks among them only).
 //!
 //! bubblewrap sets no resource limits, and `RLIMIT_NPROC` cannot stand in: the kernel does not
 //! apply it to processes whose real uid is root, which is what the sandbox's uid 1000 is on the
@@ -33,6 +34,8 @@ pub(crate) enum Controller {
     Pids,
     /// `cpu`: a weight when CPUs are contended.
     Cpu,
+    /// `memory`: a cap on resident memory, page cache and tmpfs files included.
+    Memory,
 }
 
 impl Controller {
@@ -40,6 +43,7 @@ impl Controller {
         match self {
             Controller::Pids => "pids",
             Controller::Cpu => "cpu",
+            Controller::Memory => "memory",
         }
     }
 
@@ -48,6 +52,7 @@ impl Controller {
         match self {
             Controller::Pids => ("pids.max", "64".into()),
             Controller::Cpu => ("cpu.shares", "1024".into()),
+            Controller::Memory => ("memory.limit_in_bytes", (64u64 << 20).to_string()),
         }
     }
 }
@@ -65,9 +70,11 @@ pub(crate) struct Hierarchy {
 pub(crate) fn hierarchy(c: Controller) -> Result<&'static Hierarchy, &'static str> {
     static PIDS: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
     static CPU: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+    static MEMORY: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
     let cell = match c {
         Controller::Pids => &PIDS,
         Controller::Cpu => &CPU,
+        Controller::Memory => &MEMORY,
     };
     cell.get_or_init(|| detect(c))
         .as_ref()
@@ -96,7 +103,7 @@ fn detect(c: Controller) -> Result<Hierarchy, String> {
     // Try the whole life cycle once, so a read-only or foreign hierarchy shows up here rather
     // than as a failure in the middle of a trial.
     let (file, value) = c.probe_setting();
-    Spawner::start(vec![(&hierarchy, file, value)], None).map_err(|e| {
+    Spawner::start(vec![(&hierarchy, file, value)], Counters::default()).map_err(|e| {
         format!(
             "cannot run a thread in a `{name}` cgroup under {}: {e}",
             hierarchy.parent.display()
@@ -233,22 +240,31 @@ impl Drop for Cgroup {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Which of a spawner's cgroups count the events a command's record reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    /// The pids cgroup: forks refused.
+    pub(crate) pids: Option<usize>,
+    /// The memory cgroup: processes the OOM killer ended.
+    pub(crate) memory: Option<usize>,
+}
+
 /// A thread living in a sandbox's cgroups, spawning the sandbox's processes there.
 #[derive(Debug)]
 pub(crate) struct Spawner {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
     cgroups: Vec<Cgroup>,
-    /// Which of `cgroups` is the pids one, if any.
-    pids: Option<usize>,
+    counters: Counters,
 }
 
 impl Spawner {
     /// Creates one cgroup per `(hierarchy, setting file, value)` and a thread inside them all;
-    /// `pids` says which of them counts tasks. The thread is one of the tasks.
+    /// `counters` says which of them count refused forks and OOM kills. The thread is one of
+    /// the tasks.
     pub(crate) fn start(
         cgroups: Vec<(&Hierarchy, &str, String)>,
-        pids: Option<usize>,
+        counters: Counters,
     ) -> io::Result<Spawner> {
         let cgroups = cgroups
             .into_iter()
@@ -278,7 +294,7 @@ impl Spawner {
             jobs: Some(jobs),
             thread: Some(thread),
             cgroups,
-            pids,
+            counters,
         };
         entered.map(|()| spawner)
     }
@@ -319,14 +335,23 @@ impl Spawner {
 
     /// How many times the task limit refused a fork so far.
     pub(crate) fn limit_hits(&self) -> u64 {
-        let Some(pids) = self.pids.map(|i| &self.cgroups[i]) else {
+        self.count(self.counters.pids, "pids.events", "max ")
+    }
+
+    /// How many processes the memory limit's OOM killer ended so far.
+    pub(crate) fn oom_kills(&self) -> u64 {
+        self.count(self.counters.memory, "memory.oom_control", "oom_kill ")
+    }
+
+    fn count(&self, cgroup: Option<usize>, file: &str, key: &str) -> u64 {
+        let Some(cgroup) = cgroup.map(|i| &self.cgroups[i]) else {
             return 0;
         };
-        std::fs::read_to_string(pids.dir.join("pids.events"))
+        std::fs::read_to_string(cgroup.dir.join(file))
             .ok()
             .and_then(|s| {
                 s.lines()
-                    .find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok()))
+                    .find_map(|l| l.strip_prefix(key).and_then(|n| n.trim().parse().ok()))
             })
             .unwrap_or(0)
     }

@@ -1,10 +1,9 @@
 //! A sandbox kept alive for a whole trial: the harness's side of a [`Session`].
 
+use crate::capture::CappedBuffer;
+use crate::reap::{child_pidfds, drain, wait_gone};
 use crate::wire::{self, Reply, Request};
-use crate::{
-    CappedBuffer, ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError,
-    child_pidfds, drain, wait_gone,
-};
+use crate::{ExecOutput, ExecRequest, Protection, Protections, Sandbox, SandboxError};
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -12,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
 /// The file name of the supervisor binary, built from this crate.
@@ -130,20 +129,10 @@ impl Sandbox {
                 supervisor.display()
             )));
         }
-        let mut args = self.layout_args(Some(supervisor));
-        self.command_args(
-            &mut args,
-            &BTreeMap::new(),
-            None,
-            &[SUPERVISOR_GUEST.to_string()],
-        );
-        let mut cmd = Command::new("bwrap");
-        cmd.args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let (mut child, _) = self.spawn_bwrap(cmd).await?;
+        let mut argv = vec![SUPERVISOR_GUEST.to_string()];
+        argv.extend(self.write_options());
+        let invocation = self.invocation(Some(supervisor), &BTreeMap::new(), None, &argv);
+        let mut child = self.spawn_bwrap(invocation, Stdio::piped()).await?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -172,11 +161,10 @@ impl Sandbox {
         // Greeted, so bubblewrap has started it: its only child is the supervisor.
         conn.init = child_pidfds(conn.child.id());
         let mut protections = self.protections.clone();
-        protections.oom_first = if oom_raised {
-            Protection::Active("supervisor and commands at oom_score_adj 1000".into())
-        } else {
-            Protection::Unavailable("the supervisor could not raise its oom_score_adj".into())
-        };
+        if !oom_raised {
+            protections.oom_first =
+                Protection::Unavailable("the supervisor could not raise its oom_score_adj".into());
+        }
         Ok(Session {
             conn: tokio::sync::Mutex::new(conn),
             protections,
@@ -214,23 +202,38 @@ impl Session {
             timeout: Some(req.timeout),
             cap: req.output_cap,
         };
-        let hits_before = self.limit_hits();
+        let counts_before = self.sandbox.limit_counts();
         let start = Instant::now();
         conn.in_flight = true;
-        let reply = match conn
-            .round_trip(&request, req.timeout.saturating_add(REPLY_GRACE))
-            .await
-        {
-            Ok(reply) if reply.id == request.id => reply,
-            Ok(reply) => {
+        let exchange = tokio::select! {
+            reply = conn.round_trip(&request, req.timeout.saturating_add(REPLY_GRACE)) => Some(reply),
+            () = self.sandbox.disk_over_limit() => None,
+        };
+        let reply = match exchange {
+            Some(Ok(reply)) if reply.id == request.id => reply,
+            Some(Ok(reply)) => {
                 let why = format!("reply {} to request {}", reply.id, request.id);
                 return Err(conn.lose(why).await);
             }
-            Err(why) => return Err(conn.lose(why).await),
+            Some(Err(why)) => return Err(conn.lose(why).await),
+            None => {
+                // The command is killed with its sandbox; the next exec says the session is lost.
+                let _ = conn
+                    .lose("was killed: the disk limit was exceeded".into())
+                    .await;
+                return Ok(disk_killed(req, start.elapsed()));
+            }
         };
         conn.in_flight = false;
         let duration = start.elapsed();
-        let hits_after = self.limit_hits();
+        let disk_limit_hit =
+            duration >= crate::disk::SHORT_COMMAND && self.sandbox.disk_exceeded().await;
+        if disk_limit_hit {
+            let _ = conn
+                .lose("was killed: the disk limit was exceeded".into())
+                .await;
+        }
+        let counts_after = self.sandbox.limit_counts();
         Ok(ExecOutput {
             exit_code: reply.exit_code,
             signal: reply.signal,
@@ -238,15 +241,10 @@ impl Session {
             stdout: reply.stdout,
             stderr: reply.stderr,
             duration,
-            process_limit_hit: hits_after > hits_before,
+            process_limit_hit: counts_after.0 > counts_before.0,
+            memory_limit_hit: counts_after.1 > counts_before.1,
+            disk_limit_hit,
         })
-    }
-
-    fn limit_hits(&self) -> u64 {
-        match self.sandbox.spawner() {
-            Ok(Some(s)) => s.limit_hits(),
-            _ => 0,
-        }
     }
 
     /// The protections its commands run under.
@@ -309,6 +307,23 @@ impl Conn {
         }
         self.lost = Some(message.clone());
         SandboxError::SessionLost(message)
+    }
+}
+
+/// The record of a command killed with its session for writing past the disk limit.
+fn disk_killed(req: &ExecRequest, duration: Duration) -> ExecOutput {
+    let mut err = CappedBuffer::new(req.output_cap);
+    err.push(b"faultline: the sandbox was killed for writing past its disk limit\n");
+    ExecOutput {
+        exit_code: None,
+        signal: Some(9),
+        timed_out: false,
+        stdout: CappedBuffer::new(req.output_cap).finish(req.output_cap),
+        stderr: err.finish(req.output_cap),
+        duration,
+        process_limit_hit: false,
+        memory_limit_hit: false,
+        disk_limit_hit: true,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::capture::CappedBuffer;
 use crate::wire::{self, Reply, Request};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, WaitStatus};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
@@ -38,12 +39,23 @@ const KILL_PATIENCE: Duration = Duration::from_secs(5);
 /// How often a command's exit is checked for where the kernel has no pidfds.
 const POLL_TICK: Duration = Duration::from_millis(5);
 
-/// Runs the supervisor on standard input and output until the harness closes its input.
+/// The supervisor binary's roles, by its first argument: `launch` (on the host, see
+/// [`crate::launch`]), `restrict` (inside a one-shot sandbox: [`restrict_writes`], then exec
+/// the command), or the session supervisor (anything else).
 ///
 /// This is the whole of the `faultline-supervisor` binary; a program that wants to be its own
-/// supervisor can call it when started under that role.
+/// supervisor can call it when started under that name.
 pub fn main() -> ExitCode {
-    match serve() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let role = args.first().and_then(|a| a.to_str());
+    if role == Some(crate::launch::ROLE) {
+        return crate::launch::main(&args[1..]);
+    }
+    let result = match role {
+        Some(RESTRICT_ROLE) => restrict_and_exec(&args[1..]),
+        _ => serve(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("faultline-supervisor: {e}");
@@ -52,15 +64,104 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn serve() -> io::Result<()> {
+/// The role that restricts writes and then becomes the command.
+pub(crate) const RESTRICT_ROLE: &str = "restrict";
+
+/// The option that asks for [`restrict_writes`].
+pub(crate) const RESTRICT_FLAG: &str = "--restrict-writes";
+
+/// The write restriction's options (`--restrict-writes`, `--write PATH`...), up to `--` or the
+/// end: the writable paths if writes are to be restricted, and the rest.
+fn writable_paths(args: &[OsString]) -> io::Result<(Option<Vec<String>>, &[OsString])> {
+    let mut paths = Vec::new();
+    let mut restrict = false;
+    let mut i = 0;
+    let result = |restrict: bool, paths: Vec<String>| restrict.then_some(paths);
+    while i < args.len() {
+        match args[i].to_str() {
+            Some("--") => return Ok((result(restrict, paths), &args[i + 1..])),
+            Some(RESTRICT_FLAG) => {
+                restrict = true;
+                i += 1;
+            }
+            Some("--write") => {
+                let p = args
+                    .get(i + 1)
+                    .and_then(|p| p.to_str())
+                    .ok_or_else(|| io::Error::other("--write needs a path"))?;
+                paths.push(p.to_string());
+                i += 2;
+            }
+            _ => return Err(io::Error::other(format!("unknown option {:?}", args[i]))),
+        }
+    }
+    Ok((result(restrict, paths), &[]))
+}
+
+fn restrict_and_exec(args: &[OsString]) -> io::Result<()> {
+    let (writable, argv) = writable_paths(args)?;
+    let Some((program, rest)) = argv.split_first() else {
+        return Err(io::Error::other("no command after --"));
+    };
+    if let Some(writable) = writable {
+        restrict_writes(&writable).map_err(io::Error::other)?;
+    }
+    let err = Command::new(program).args(rest).exec();
+    Err(io::Error::other(format!("cannot run {program:?}: {err}")))
+}
+
+/// Landlock rules for everything this process and its descendants open for writing: only under
+/// `writable`, `/tmp` and `/dev`. ABI 2 at least: under ABI 1 landlock refuses every rename
+/// between directories, and rustc renames its outputs into place. Elsewhere the mounts are read-only anyway; what this closes is
+/// `/proc`, where a process could otherwise lower its own OOM score (the host's root lacks
+/// `CAP_SYS_RESOURCE` on some machines, so a floor cannot be set from outside) or write other
+/// knobs of its own.
+pub(crate) fn restrict_writes(writable: &[String]) -> Result<(), String> {
+    use landlock::{
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        path_beneath_rules,
+    };
+    let access = AccessFs::from_write(ABI::V2);
+    let mut paths: Vec<&str> = vec!["/tmp", "/dev"];
+    paths.extend(writable.iter().map(String::as_str));
+    paths.retain(|p| std::path::Path::new(p).exists());
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(access)
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rules(path_beneath_rules(&paths, access)))
+        .and_then(|r| r.restrict_self())
+        .map(|_| ())
+        .map_err(|e| format!("cannot restrict writes with landlock: {e}"))
+}
+
+/// Whether this kernel can apply [`restrict_writes`]; checked once, from the harness.
+pub(crate) fn landlock_support() -> Result<(), String> {
+    use landlock::{ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+    static SUPPORT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    SUPPORT
+        .get_or_init(|| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_write(ABI::V2))
+                .and_then(|r| r.create())
+                .map(|_| ())
+                .map_err(|e| format!("landlock is not available: {e}"))
+        })
+        .clone()
+}
+
+fn serve(args: &[OsString]) -> io::Result<()> {
+    let (writable, _) = writable_paths(args)?;
     if !rustix::process::getpid().is_init() {
         return Err(io::Error::other(
             "must run as PID 1 of its own PID namespace (bwrap --unshare-pid --as-pid-1)",
         ));
     }
-    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     // When memory runs out, the sandbox should die first, not the harness next to it. Children
-    // inherit the score and cannot lower it without CAP_SYS_RESOURCE.
+    // inherit the score (the launcher has usually set it already), and the write restriction
+    // that follows keeps them from lowering it. It is written while this process's /proc files
+    // are still its own, before it makes itself non-dumpable.
     let oom_raised = match std::fs::write("/proc/self/oom_score_adj", "1000") {
         Ok(()) => true,
         Err(e) => {
@@ -68,6 +169,10 @@ fn serve() -> io::Result<()> {
             false
         }
     };
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
+    if let Some(writable) = writable {
+        restrict_writes(&writable).map_err(io::Error::other)?;
+    }
     let mut input = io::stdin().lock();
     let mut output = io::stdout().lock();
     let mut greeting = wire::GREETING.to_vec();

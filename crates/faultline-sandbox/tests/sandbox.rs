@@ -134,3 +134,16 @@ async fn exit_codes_and_stderr_are_reported() {
     assert_eq!(out.exit_code, Some(3));
     assert_eq!(out.stderr.text, "oops\n");
 }
+
+#[tokio::test]
+async fn files_move_between_directories_and_tmp_as_builds_move_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = sandbox_with(dir.path());
+    let out = run(
+        &sb,
+        "cd /workspace && mkdir -p a b && echo x > a/f && mv a/f b/f && ln b/f a/g && \
+         echo y > /tmp/t && mv /tmp/t /workspace/t && cat b/f t",
+    )
+    .await;
+    assert_eq!(out.stdout.text, "x\ny\n", "{out:?}");
+}

@@ -1,6 +1,7 @@
 //! `case.toml`, format version 1: one real bug, how to fetch both versions of its code, how to
 //! check a fix, and where the cause is.
 
+use crate::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use schemars::JsonSchema;
 use semver::Version;
 use serde::{Deserialize, Serialize};
@@ -406,7 +407,38 @@ impl CaseManifest {
         if self.blocks.is_empty() {
             return bad("a case needs at least one labeled block ([[blocks]])".into());
         }
+        let labeled = self.labeled_line_count();
+        if labeled > u64::from(DIAGNOSIS_LINE_BUDGET) {
+            return bad(format!(
+                "the labeled blocks name {labeled} lines, but a diagnosis is scored on its first \
+                 {DIAGNOSIS_LINE_BUDGET} (docs/grading.md): the labels themselves must fit in them"
+            ));
+        }
         Ok(())
+    }
+
+    /// The distinct lines the labeled blocks name, counted over merged ranges so that an absurd
+    /// range costs no memory.
+    fn labeled_line_count(&self) -> u64 {
+        let mut ranges: Vec<(&str, u64, u64)> = self
+            .blocks
+            .iter()
+            .map(|b| (b.file.as_str(), u64::from(b.start), u64::from(b.end)))
+            .collect();
+        ranges.sort();
+        let mut total = 0;
+        let mut current: Option<(&str, u64, u64)> = None;
+        for (file, start, end) in ranges {
+            current = match current {
+                Some((f, s, e)) if f == file && start <= e + 1 => Some((f, s, e.max(end))),
+                Some((_, s, e)) => {
+                    total += e + 1 - s;
+                    Some((file, start, end))
+                }
+                None => Some((file, start, end)),
+            };
+        }
+        total + current.map_or(0, |(_, s, e)| e + 1 - s)
     }
 }
 
@@ -514,6 +546,10 @@ symbol = "Replica::apply"
         );
         assert!(error_of(&GOOD.replace("end = 14", "end = 9")).contains("start <= end"));
         assert!(
+            error_of(&GOOD.replace("end = 14", "end = 4000000000"))
+                .contains("the labeled blocks name 3999999991 lines")
+        );
+        assert!(
             error_of(&GOOD.replace("id = \"toy-kv-lost-write\"", "id = \"Toy KV\""))
                 .contains("lowercase")
         );
@@ -523,6 +559,30 @@ symbol = "Replica::apply"
                 "category = \"network\""
             ))
             .contains("unknown variant")
+        );
+    }
+
+    #[test]
+    fn labeled_blocks_must_fit_the_diagnosis_budget() {
+        let with_blocks = |blocks: &[(&str, u32, u32)]| {
+            let mut text = GOOD[..GOOD.find("[[blocks]]").unwrap()].to_string();
+            for (file, start, end) in blocks {
+                text.push_str(&format!(
+                    "[[blocks]]\nfile = \"{file}\"\nstart = {start}\nend = {end}\n"
+                ));
+            }
+            CaseManifest::from_toml(&text).map(|_| ())
+        };
+        let half = DIAGNOSIS_LINE_BUDGET / 2;
+        // Two files, each half the budget: exactly the budget.
+        assert!(with_blocks(&[("src/a.rs", 1, half), ("src/b.rs", 1, half)]).is_ok());
+        // Overlapping ranges count their common lines once.
+        assert!(with_blocks(&[("src/a.rs", 1, half + 5), ("src/a.rs", half, 2 * half)]).is_ok());
+        let over = with_blocks(&[("src/a.rs", 1, half), ("src/a.rs", half + 1, 2 * half + 1)]);
+        assert!(
+            over.unwrap_err()
+                .to_string()
+                .contains(&format!("name {} lines", DIAGNOSIS_LINE_BUDGET + 1))
         );
     }
 

@@ -20,6 +20,12 @@ pub const DIAGNOSIS_SCHEMA_VERSION: u32 = 1;
 /// Most blocks a diagnosis may name; more is an invalid submission, not a better score.
 pub const MAX_DIAGNOSIS_BLOCKS: usize = 50;
 
+/// Lines of a diagnosis that the score reads: its blocks count in its own order until they name
+/// more lines than this, so naming more code cannot buy a higher score. Three blocks as long as
+/// the longest labeled block of the corpus (20 lines; no case labels more than 3 blocks), so every
+/// case's labeled blocks fit three times over (the rule and its numbers: `docs/grading.md`).
+pub const DIAGNOSIS_LINE_BUDGET: u32 = 60;
+
 /// A diagnosis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

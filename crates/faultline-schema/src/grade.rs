@@ -39,6 +39,9 @@ pub enum Outcome {
     DoesNotCompile,
     /// Reproduction: its result changes between runs.
     Flaky,
+    /// Reproduction: the test breaks a rule of the track (it reads files, the environment,
+    /// other processes or the network, or uses unsafe code); the details name the rule.
+    Illegal,
     /// The submission is missing or malformed (bad JSON, unknown fields, absurd lines).
     InvalidSubmission,
     /// The grader itself failed; never counted as a failure of the agent.
@@ -67,16 +70,29 @@ impl Outcome {
             Outcome::PassesOnBoth => "passes_on_both",
             Outcome::DoesNotCompile => "does_not_compile",
             Outcome::Flaky => "flaky",
+            Outcome::Illegal => "illegal",
             Outcome::InvalidSubmission => "invalid_submission",
             Outcome::InfraError => "infra_error",
         }
     }
 }
 
-/// Diagnosis scores (DistDebug's definitions; the matching rule is in docs/grading.md).
+/// Diagnosis scores: the budgeted coverage that ranks, and DistDebug's measures beside it (the
+/// matching rule is in docs/grading.md).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct DiagnosisScores {
-    /// Share of labeled blocks that some diagnosed block overlaps.
+    /// The track's score: the share of labeled blocks that some diagnosed block overlaps, among
+    /// the blocks read, in the diagnosis's order, before it names more than 60 lines
+    /// (`DIAGNOSIS_LINE_BUDGET`), so that naming more code cannot raise it. Grades written before
+    /// it existed (grader version 2 and older) read as 0; `faultline grade` recomputes them.
+    #[serde(default)]
+    pub budgeted_coverage: f64,
+    /// How many of the diagnosis's blocks, from the first, were read before the line budget ran
+    /// out (all of them when it did not).
+    #[serde(default)]
+    pub blocks_read: u32,
+    /// DistDebug's block coverage, with no budget: the share of labeled blocks that some
+    /// diagnosed block overlaps. Kept for comparison with DistDebug; naming whole files earns it.
     pub block_coverage: f64,
     /// Share of the diagnosed lines that lie inside labeled blocks.
     pub block_precision: f64,
@@ -127,6 +143,9 @@ pub struct ReproductionDetails {
     pub discarded_files: Vec<String>,
     /// The compiler error, if it did not compile.
     pub error: Option<String>,
+    /// The rules an illegal reproducer breaks, one line each: where, which rule, what.
+    #[serde(default)]
+    pub violations: Vec<String>,
 }
 
 /// Hashes of everything the grade depends on, for the grade cache and for audits.
@@ -155,7 +174,7 @@ pub struct Grade {
     pub outcome: Outcome,
     /// A one-line reason, for humans.
     pub reason: String,
-    /// The headline number of the track: 1/0 for repair and reproduction, block coverage for
+    /// The headline number of the track: 1/0 for repair and reproduction, budgeted coverage for
     /// diagnosis; absent for infrastructure errors.
     pub score: Option<f64>,
     /// Diagnosis scores.

@@ -8,6 +8,7 @@ pub mod case;
 pub mod diagnosis;
 pub mod grade;
 pub mod io;
+pub mod protection;
 pub mod report;
 pub mod run;
 pub mod schemas;
@@ -21,6 +22,7 @@ pub use case::{
 };
 pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};
+pub use protection::{ProtectionRecord, ProtectionState};
 pub use report::{PackManifest, Report};
 pub use run::{ResultRecord, RunLock};
 pub use task::{Condition, Limits, Task, Track};

@@ -1,11 +1,13 @@
 //! `report.json`: the statistics of a run, format version 1, written by `faultline report` and at
 //! the end of `faultline run`. The Markdown, terminal and HTML reports render the same numbers.
 //!
-//! Scores are fractions in `[0, 1]`: pass rates for repair and reproduction, block coverage for
-//! diagnosis. Every mean over trials is case-weighted (attempts averaged within a case, cases
-//! weighted equally); intervals are percentile case bootstraps with the recorded seed.
+//! Scores are fractions in `[0, 1]`: pass rates for repair and reproduction, budgeted block
+//! coverage for diagnosis (DistDebug's block coverage is reported beside it). Every mean over
+//! trials is case-weighted (attempts averaged within a case, cases weighted equally); intervals
+//! are percentile case bootstraps with the recorded seed.
 
 use crate::grade::Outcome;
+use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Track};
 use crate::trajectory::ActionKind;
 use schemars::JsonSchema;
@@ -57,6 +59,10 @@ pub struct RunSummary {
     pub conditions: Vec<Condition>,
     /// Trials recorded.
     pub trials: usize,
+    /// The sandbox protections the run's lock records (empty without a lock, or for runs made
+    /// before they were recorded).
+    #[serde(default)]
+    pub protections: Vec<ProtectionRecord>,
 }
 
 /// An agent configuration.
@@ -125,6 +131,10 @@ pub struct GroupStats {
     pub pass_k: Vec<PassK>,
     /// Block precision (diagnosis only).
     pub precision: Option<f64>,
+    /// DistDebug's block coverage without the line budget, shown beside the score for comparison
+    /// (diagnosis only; absent when the results do not record it).
+    #[serde(default)]
+    pub block_coverage: Option<f64>,
     /// Tokens (input plus output) per trial.
     pub tokens: f64,
     /// Dollars per trial; absent when some trial's cost is unknown.

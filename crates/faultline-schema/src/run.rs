@@ -2,6 +2,7 @@
 //! and `results.jsonl` (one line per finished trial, appended and fsynced).
 
 use crate::grade::Outcome;
+use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Limits, Track};
 use crate::trajectory::{ActionKind, AgentInfo, ExitStatus, Tokens};
 use schemars::JsonSchema;
@@ -49,6 +50,10 @@ pub struct RunLock {
     pub grading: String,
     /// The shard this directory holds, as `i/n`, when sharded.
     pub shard: Option<String>,
+    /// The sandbox protections agents and grading ran under on the machine that made the run
+    /// (empty in runs made before they were recorded).
+    #[serde(default)]
+    pub protections: Vec<ProtectionRecord>,
 }
 
 /// One finished trial: everything the statistics need without opening other files.
@@ -80,8 +85,13 @@ pub struct ResultRecord {
     pub exit_status: ExitStatus,
     /// The grade.
     pub outcome: Outcome,
-    /// The track's headline score (absent for infrastructure errors).
+    /// The track's headline score (absent for infrastructure errors); for diagnosis, the
+    /// budgeted coverage.
     pub score: Option<f64>,
+    /// DistDebug's block coverage, without the line budget (diagnosis only; absent in lines
+    /// written before it was recorded, whose `score` is this block coverage).
+    #[serde(default)]
+    pub block_coverage: Option<f64>,
     /// Block precision (diagnosis only).
     pub block_precision: Option<f64>,
     /// File-level coverage (diagnosis only).

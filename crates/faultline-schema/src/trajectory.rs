@@ -31,6 +31,8 @@ pub enum ExitStatus {
     SandboxError,
     /// An external agent exited with an error, or without a submission.
     AgentError,
+    /// The agent's commands wrote past the sandbox's disk limit (the sandbox was killed).
+    ResourceLimit,
     /// The trial is still running (a trajectory written mid-run).
     Running,
 }
@@ -48,6 +50,7 @@ impl ExitStatus {
             ExitStatus::ModelError => "model_error",
             ExitStatus::SandboxError => "sandbox_error",
             ExitStatus::AgentError => "agent_error",
+            ExitStatus::ResourceLimit => "resource_limit",
             ExitStatus::Running => "running",
         }
     }
@@ -168,6 +171,9 @@ pub struct Action {
     pub elided_chars: u64,
     /// Seconds the command took.
     pub duration_secs: f64,
+    /// The sandbox's resource limit the command ran into (`processes`, `memory`, `disk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 /// One step: a model call and the action it produced (if any).

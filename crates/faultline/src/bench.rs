@@ -80,7 +80,14 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             let opts = PrepareOptions::default();
             let prepared = prepare(&case, &env.data, &toolchain, &opts).await?;
             let agent = &prepared.stamp.agent;
-            let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &agent.workspace, None))?;
+            // The baseline builds in a copy: a build in the template itself would be a writer
+            // its manifest check could not tell from damage.
+            let copy = tempfile::Builder::new()
+                .prefix("bench-")
+                .tempdir_in(env.data.scratch()?)?;
+            let workspace = copy.path().join("workspace");
+            faultline_corpus::workspace::copy_preserving(&agent.workspace, &workspace)?;
+            let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &workspace, None))?;
             let (mut again, mut plain) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 let t = Instant::now();

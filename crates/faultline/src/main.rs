@@ -28,8 +28,85 @@ struct Cli {
     /// [default: $XDG_CACHE_HOME/faultline or ~/.cache/faultline].
     #[arg(long, global = true, env = "FAULTLINE_DATA")]
     data: Option<PathBuf>,
+    #[command(flatten)]
+    sandbox: SandboxLimitArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Resource limits of every sandbox the command creates (agents, grading, validation); a
+/// limit a command runs into is recorded, never worked around. `none` turns one off.
+#[derive(clap::Args)]
+struct SandboxLimitArgs {
+    /// Memory of one sandbox's processes together (such as 8G, 512M) [default: 8G].
+    #[arg(long, global = true, env = "FAULTLINE_SANDBOX_MEMORY", value_parser = parse_limit)]
+    sandbox_memory: Option<Limit>,
+    /// New data a sandbox may write to its writable mounts, and its largest file [default: 8G].
+    #[arg(long, global = true, env = "FAULTLINE_SANDBOX_DISK", value_parser = parse_limit)]
+    sandbox_disk: Option<Limit>,
+    /// Size of a sandbox's /tmp and of each of its scratch directories [default: 1G].
+    #[arg(long, global = true, env = "FAULTLINE_SANDBOX_TMP", value_parser = parse_limit)]
+    sandbox_tmp: Option<Limit>,
+    /// Processes and threads alive at once in one sandbox [default: 1024].
+    #[arg(long, global = true, env = "FAULTLINE_SANDBOX_PROCESSES", value_parser = parse_limit)]
+    sandbox_processes: Option<Limit>,
+}
+
+/// A size or count given on the command line; `None` is `none` (no limit).
+#[derive(Debug, Clone, Copy)]
+struct Limit(Option<u64>);
+
+fn parse_limit(text: &str) -> Result<Limit, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(Limit(None));
+    }
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number with an optional K, M or G, or `none`"))?;
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("`{text}`: the unit must be K, M or G")),
+    };
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n)
+        .map(|v| Limit(Some(v)))
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+impl SandboxLimitArgs {
+    /// Makes the given limits the default of every sandbox of this process.
+    fn apply(&self) -> Result<()> {
+        let mut limits = faultline_sandbox::ResourceLimits::builtin();
+        if let Some(Limit(b)) = self.sandbox_memory {
+            limits.memory_bytes = b;
+        }
+        if let Some(Limit(b)) = self.sandbox_disk {
+            limits.disk_bytes = b;
+        }
+        if let Some(Limit(b)) = self.sandbox_tmp {
+            limits.tmp_bytes = b;
+            limits.tmpfs_bytes = b;
+        }
+        if let Some(Limit(n)) = self.sandbox_processes {
+            limits.max_processes = n
+                .map(u32::try_from)
+                .transpose()
+                .context("--sandbox-processes is too large")?;
+        }
+        // A second call only happens in tests of this binary's functions; the first one holds.
+        let _ = faultline_sandbox::configure_default_limits(limits);
+        Ok(())
+    }
 }
 
 #[derive(Subcommand)]
@@ -125,6 +202,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    cli.sandbox.apply()?;
     let data = match cli.data {
         Some(root) => DataDir { root },
         None => DataDir::from_env()?,
@@ -171,5 +249,22 @@ fn schema(out: &std::path::Path, check: bool) -> Result<ExitCode> {
             stale.join(", ")
         );
         Ok(ExitCode::FAILURE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_read_as_people_write_them() {
+        assert_eq!(parse_limit("8G").unwrap().0, Some(8 << 30));
+        assert_eq!(parse_limit("512M").unwrap().0, Some(512 << 20));
+        assert_eq!(parse_limit("512MiB").unwrap().0, Some(512 << 20));
+        assert_eq!(parse_limit("1024").unwrap().0, Some(1024));
+        assert_eq!(parse_limit("none").unwrap().0, None);
+        assert!(parse_limit("8T").is_err());
+        assert!(parse_limit("lots").is_err());
+        assert!(parse_limit("99999999999999999999G").is_err());
     }
 }

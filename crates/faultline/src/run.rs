@@ -31,7 +31,8 @@ pub struct RunArgs {
     suite: Option<String>,
     #[command(flatten)]
     filter: Filter,
-    /// An agent, repeatable: `baselines` (all four), `baseline:null|gold|bm25|stacktrace`,
+    /// An agent, repeatable: `baselines` (all five),
+    /// `baseline:null|gold|bm25|stacktrace|everything`,
     /// `model:NAME` (the built-in agent; see --protocol, --base-url), or
     /// `external:NAME=COMMAND` [default: a model agent if --model or FAULTLINE_MODEL is set,
     /// otherwise the baselines].
@@ -274,9 +275,10 @@ pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
     faultline_schema::io::write_atomic(
         &out.join("leaderboard.md"),
         format!(
-            "# Leaderboard\n\nScores in percent: repair and reproduction are pass rates, diagnosis is block \
-             coverage. Attempts are averaged within a case and cases weighted equally; the interval is a \
-             95% case bootstrap (10,000 resamples). The full report is report.html.\n\n{}",
+            "# Leaderboard\n\n{} Attempts are averaged within a case and cases weighted equally; \
+             the interval is a 95% case bootstrap (10,000 resamples). The full report is \
+             report.html.\n\n{}",
+            faultline_report::leaderboard::scores_note(),
             faultline_report::leaderboard::table(&report).to_markdown()
         )
         .as_bytes(),

@@ -1,7 +1,12 @@
-//! The repository's corpus: every case loads, the generated documents are current, and the
-//! smoke suite validates from scratch (real crates from the package registry, real sandboxes).
+//! The repository's corpus: every case loads, the generated documents are current, every oracle
+//! keeps the reproduce track's rules as the gold baseline submits it, and the smoke suite
+//! validates from scratch (real crates from the package registry, real sandboxes).
 
+use faultline_agent::{Baseline, Submission, baselines};
 use faultline_corpus::Corpus;
+use faultline_corpus::gold::TreeDiff;
+use faultline_grade::legality::{Legality, check_reproducer};
+use faultline_schema::Track;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,6 +21,31 @@ fn every_case_loads() {
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(corpus.cases.len() >= 3);
     corpus.suite("smoke").unwrap();
+}
+
+#[test]
+fn every_oracle_keeps_the_reproducer_rules_as_the_gold_baseline_submits_it() {
+    let corpus = Corpus::load(&corpus_dir()).unwrap();
+    for case in &corpus.cases {
+        let submitted = baselines::submit(
+            Baseline::Gold,
+            Track::Reproduce,
+            case,
+            &TreeDiff::default(),
+            "",
+            Path::new(""),
+        )
+        .unwrap();
+        let Submission::Reproducer(test) = submitted else {
+            panic!("{}: the gold baseline submits no reproducer", case.id());
+        };
+        assert_eq!(
+            check_reproducer(&test),
+            Legality::Legal,
+            "{}: the oracle would be an illegal reproducer",
+            case.id()
+        );
+    }
 }
 
 #[test]
@@ -73,6 +103,8 @@ fn the_validation_report_covers_every_case_as_it_is_now() {
     );
 }
 
+/// Validates the smoke suite from scratch, then runs the gold baseline's reproducers on the
+/// cases it prepared: every one must stay `valid` under the reproduce track's rules.
 #[test]
 fn the_smoke_suite_validates_from_scratch() {
     // A fresh data directory: the sources are fetched through cargo, the workspaces built cold.
@@ -96,4 +128,39 @@ fn the_smoke_suite_validates_from_scratch() {
         assert_eq!(c.gold_passes(), report.k);
     }
     assert!(out.status.success());
+
+    let run = tmp.path().join("gold-reproducers");
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("--corpus")
+        .arg(corpus_dir())
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--agent",
+            "baseline:gold",
+            "--tracks",
+            "reproduce",
+            "--conditions",
+            "symptom",
+            "--out",
+        ])
+        .arg(&run)
+        .env("FAULTLINE_DATA", &data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
+    let records: Vec<faultline_schema::ResultRecord> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), report.cases.len(), "{results}");
+    for r in &records {
+        assert_eq!(r.outcome, faultline_schema::Outcome::Valid, "{r:#?}");
+    }
 }

@@ -111,18 +111,24 @@ fn the_html_report_of_a_baseline_run_renders_in_chromium() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("gold"));
     let report = report_json(&json);
-    assert_eq!(report.groups.len(), 16);
+    assert_eq!(report.groups.len(), 18);
     let gold = report
         .groups
         .iter()
         .find(|g| g.agent == "gold" && g.track.as_str() == "repair")
         .unwrap();
     assert_eq!(gold.score.as_ref().unwrap().value, 1.0);
-    assert!(
-        std::fs::read_to_string(&md)
-            .unwrap()
-            .contains("## Leaderboard")
-    );
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(markdown.contains("## Leaderboard"));
+    // Diagnosis rows rank by the budgeted score and show DistDebug's block coverage beside it.
+    assert!(markdown.contains("| block cov. |"), "{markdown}");
+    let gold_diagnosis = report
+        .groups
+        .iter()
+        .find(|g| g.agent == "gold" && g.track.as_str() == "diagnose")
+        .unwrap();
+    assert_eq!(gold_diagnosis.score.as_ref().unwrap().value, 1.0);
+    assert_eq!(gold_diagnosis.block_coverage, Some(1.0));
 
     // The gold diagnosis names exactly the labeled block: the viewer marks its lines as both.
     let trial = "gold/toy-double-merge/diagnose/symptom/1";
@@ -223,8 +229,8 @@ fn a_packed_run_is_graded_again_and_reproduces_its_tables() {
     assert_eq!(records(&unpacked).len(), records(&run).len());
     let again = report_json(&json);
     let check = again.regrade.as_ref().expect("a re-grading check");
-    assert_eq!(check.trials, 12);
-    assert_eq!(check.identical, 12, "{:?}", check.differences);
+    assert_eq!(check.trials, 14);
+    assert_eq!(check.identical, 14, "{:?}", check.differences);
     let original = report_json(&run.join("report.json"));
     assert_eq!(
         serde_json::to_value(&again.groups).unwrap(),
@@ -233,7 +239,7 @@ fn a_packed_run_is_graded_again_and_reproduces_its_tables() {
     );
     // Reporting the unpacked copy again reuses its check.
     let out = succeed(faultline(&other).arg("report").arg(&archive));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("12 identical"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("14 identical"));
 
     // A file changed after packing is refused.
     let tampered = tmp.path().join("tampered");

@@ -21,7 +21,7 @@ fn outcomes(rs: &[ResultRecord]) -> BTreeMap<String, (String, Option<f64>)> {
         .collect()
 }
 
-const EXPECTED_TRIALS: usize = 16;
+const EXPECTED_TRIALS: usize = 18;
 
 #[test]
 fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
@@ -93,6 +93,15 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
     let o = outcomes(&rs);
     assert_eq!(o["gold/toy-double-merge/repair/symptom/1"].0, "pass");
     assert_eq!(o["null/toy-double-merge/repair/context/1"].0, "fail_oracle");
+    assert_eq!(o["gold/toy-double-merge/diagnose/symptom/1"].1, Some(1.0));
+    // Every diagnosis records DistDebug's block coverage beside its score.
+    for r in rs
+        .iter()
+        .filter(|r| r.track == faultline_schema::Track::Diagnose)
+    {
+        assert!(r.block_coverage.is_some(), "{}", r.trial_id);
+    }
+    assert!(o.contains_key("everything/toy-double-merge/diagnose/context/1"));
 }
 
 #[test]

@@ -5,77 +5,15 @@
 //! Set `FAULTLINE_REQUIRE_PROTECTIONS=1` (as CI does) to fail instead of skipping the attacks
 //! whose protection the host cannot provide.
 
-use faultline_sandbox::{
-    ExecOutput, ExecRequest, Mount, Protection, ResourceLimits, Sandbox, SandboxError, SandboxSpec,
-    Session,
-};
+mod common;
+
+use common::{SUPERVISOR, all_output, protected, runners, workspace_spec};
+use faultline_sandbox::{ExecRequest, Mount, ResourceLimits, Sandbox, SandboxError};
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const SUPERVISOR: &str = env!("CARGO_BIN_EXE_faultline-supervisor");
-
-/// A way to run commands: a fresh sandbox each time, or one session.
-enum Runner {
-    Exec(Box<Sandbox>),
-    Session(Box<Session>),
-}
-
-impl Runner {
-    async fn run(&self, req: &ExecRequest) -> ExecOutput {
-        self.try_run(req)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
-    }
-
-    async fn try_run(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
-        match self {
-            Runner::Exec(sb) => sb.exec(req).await,
-            Runner::Session(s) => s.exec(req).await,
-        }
-    }
-
-    async fn bash(&self, script: &str) -> ExecOutput {
-        self.run(&ExecRequest::bash(script, Duration::from_secs(20)))
-            .await
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            Runner::Exec(_) => "exec",
-            Runner::Session(_) => "session",
-        }
-    }
-}
-
-/// Both runners over the same layout.
-async fn runners(spec: SandboxSpec) -> [Runner; 2] {
-    let sb = Sandbox::new(spec).unwrap();
-    let session = sb.start_session_with(SUPERVISOR.as_ref()).await.unwrap();
-    [
-        Runner::Exec(Box::new(sb)),
-        Runner::Session(Box::new(session)),
-    ]
-}
-
-fn workspace_spec(dir: &Path) -> SandboxSpec {
-    SandboxSpec::new(None, "/workspace").mount(Mount::rw(dir, "/workspace"))
-}
-
-/// Whether to run an attack whose protection is `p`; skipping is an error under CI.
-fn protected(p: &Protection, what: &str) -> bool {
-    if p.is_active() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("FAULTLINE_REQUIRE_PROTECTIONS").is_none(),
-        "{what}: {p}"
-    );
-    eprintln!("skipping the {what} attack: {p}");
-    false
-}
 
 /// Host processes whose command line contains `marker`.
 fn host_processes_with(marker: &str) -> Vec<String> {
@@ -92,10 +30,6 @@ fn host_processes_with(marker: &str) -> Vec<String> {
 
 fn marker(test: &str) -> String {
     format!("faultline-attack-{}-{test}", std::process::id())
-}
-
-fn all_output(out: &ExecOutput) -> String {
-    format!("{}{}", out.stdout.text, out.stderr.text)
 }
 
 #[tokio::test]
