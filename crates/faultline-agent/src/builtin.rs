@@ -1,20 +1,20 @@
 //! The built-in agent: one model, one `bash` tool, one command per step, until it submits or a
-//! limit fires. The whole loop is [`BuiltinAgent::run`].
+//! limit fires. [`BuiltinAgent::run`] is the whole loop; each turn of it is `step`, which
+//! either goes on or ends the trial with a [`Stop`].
 
 use crate::classify::classify;
+use crate::conversation::Conversation;
 use crate::env::{Submission, TrialEnv};
-use crate::parse::{ActionSource, ParsedAction, parse_action};
+use crate::parse::{ParsedAction, parse_action};
 use crate::prompts::{SUBMIT_SENTINEL, Templates};
 use crate::record::Recorder;
+use crate::stop::{Limit, Stop};
 use anyhow::Result;
-use faultline_model::{
-    Message, ModelClient, ModelRequest, ModelResponse, PricingTable, ToolDefinition,
-};
-use faultline_sandbox::{ExecRequest, LimitHit};
-use faultline_schema::trajectory::{
-    Action, AgentInfo, ChatMessage, LimitFired, ModelCall, Step, Tokens, ToolCallRecord,
-};
-use faultline_schema::{ActionKind, ExitStatus, Track};
+use faultline_model::{ModelClient, ModelResponse, PricingTable};
+use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
+use faultline_schema::trajectory::{Action, AgentInfo, ModelCall, Step, Tokens};
+use faultline_schema::{ActionKind, Limits, Track};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,209 +72,84 @@ impl BuiltinAgent {
     }
 
     /// Runs one trial to its end; the trajectory is written to `trajectory_path` after every
-    /// step. Errors are only for the harness's own failures (e.g. a full disk).
+    /// step. Errors are only for the harness's own failures (e.g. a full disk): whatever the
+    /// model, the agent or the sandbox do ends the trial with an exit status instead.
     pub async fn run(
         &self,
         env: &TrialEnv,
         trajectory_path: Option<PathBuf>,
     ) -> Result<TrialResult> {
-        let task = &env.task;
-        let limits = &task.limits;
-        let mut rec =
-            Recorder::new(task, self.info(), trajectory_path).starting_from(env.diff()?.1);
-        let prompts = self
-            .templates
-            .render(task, &env.symptom, &env.bundle, self.tool_mode)?;
-        rec.message("system", &prompts.system);
-        rec.message("user", &prompts.task);
-        let mut conversation = vec![Message::User {
-            text: prompts.task.clone(),
-        }];
-        let tool = self.tool_mode.then(|| {
-            ToolDefinition::bash("Run one shell command in /workspace and return its output.")
-        });
-        let mut format_errors = 0u32;
-
+        let mut trial = self.start(env, trajectory_path)?;
         loop {
-            if let Some(fired) = limit_reached(&rec, limits) {
-                let status = if fired.limit == "steps" {
-                    ExitStatus::StepLimit
-                } else if fired.limit == "cost_usd" {
-                    ExitStatus::CostLimit
-                } else if fired.limit == "tokens" {
-                    ExitStatus::TokenLimit
-                } else {
-                    ExitStatus::WallTimeLimit
-                };
-                rec.finish(status, Some(fired), None)?;
-                return Ok(finished(rec, Submission::None));
+            match self.step(&mut trial).await? {
+                ControlFlow::Continue(()) => {}
+                ControlFlow::Break(stop) => return trial.finish(stop),
             }
-            let index = rec.trajectory.totals.steps + 1;
-            let started = rec.elapsed();
-            let request = ModelRequest {
-                system: Some(prompts.system.clone()),
-                messages: conversation.clone(),
-                tool: tool.clone(),
-                max_output_tokens: self.max_output_tokens,
-                temperature: self.temperature,
-            };
-            let remaining =
-                Duration::from_secs_f64((limits.wall_secs as f64 - rec.elapsed()).max(0.0));
-            let call = async {
-                let _permit = match &self.model_permits {
-                    Some(p) => Some(p.acquire().await.expect("the semaphore is never closed")),
-                    None => None,
-                };
-                self.client.complete(&request).await
-            };
-            let reply = match tokio::time::timeout(remaining, call).await {
-                Err(_) => {
-                    let fired = LimitFired {
-                        limit: "wall_secs".into(),
-                        value: limits.wall_secs as f64,
-                    };
-                    rec.finish(ExitStatus::WallTimeLimit, Some(fired), None)?;
-                    return Ok(finished(rec, Submission::None));
-                }
-                Ok(Err(e)) => {
-                    rec.add_unstepped_cost(
-                        e.billed_usage().map(|u| self.cost(u)).unwrap_or(Some(0.0)),
-                    );
-                    rec.finish(
-                        ExitStatus::ModelError,
-                        None,
-                        Some(format!("{} ({})", e, e.kind().as_str())),
-                    )?;
-                    return Ok(finished(rec, Submission::None));
-                }
-                Ok(Ok(r)) => r,
-            };
-            let model_call = self.model_call(&reply);
-            let thought = reply.text.clone().filter(|t| !t.trim().is_empty());
-            record_assistant(&mut rec, &reply);
-            conversation.push(reply.to_message());
+        }
+    }
 
-            let parsed = match parse_action(&reply) {
-                Ok(p) => p,
-                Err(msg) => {
-                    format_errors += 1;
-                    answer_unexecuted(&mut rec, &mut conversation, &reply, 0, &msg);
-                    if reply.tool_calls.is_empty() {
-                        rec.message("user", &msg);
-                        conversation.push(Message::User { text: msg.clone() });
-                    }
-                    let (diff, sha) = env.diff()?;
-                    rec.push_step(
-                        Step {
-                            index,
-                            started_secs: started,
-                            model: Some(model_call),
-                            thought,
-                            action: None,
-                            format_error: Some(msg),
-                            diff: None,
-                            diff_sha256: sha,
-                        },
-                        diff,
-                    )?;
-                    if format_errors >= MAX_FORMAT_ERRORS {
-                        rec.finish(ExitStatus::FormatErrors, None, None)?;
-                        return Ok(finished(rec, Submission::None));
-                    }
-                    continue;
-                }
-            };
-            format_errors = 0;
-            let kind = classify(&parsed.command);
-            let remaining = (limits.wall_secs as f64 - rec.elapsed()).max(1.0);
-            let timeout =
-                Duration::from_secs_f64((limits.command_timeout_secs as f64).min(remaining));
-            let cap = if kind == ActionKind::Submit {
-                SUBMISSION_CAP
-            } else {
-                limits.output_cap_chars
-            };
-            let req = ExecRequest::bash(format!("exec 2>&1\n{}", parsed.command), timeout).cap(cap);
-            let out = match env.exec(&req).await {
-                Ok(o) => o,
-                Err(e) => {
-                    rec.finish(ExitStatus::SandboxError, None, Some(e.to_string()))?;
-                    return Ok(finished(rec, Submission::None));
-                }
-            };
-            let submitted = out.exit_code == Some(0)
-                && out.stdout.text.lines().next().map(str::trim) == Some(SUBMIT_SENTINEL);
-            let limit = out.limit_hit();
-            let shown = if submitted {
-                out.stdout.text.clone()
-            } else {
-                observation(
-                    out.exit_code,
-                    out.timed_out,
-                    limit,
-                    &out.stdout.text,
-                    timeout,
-                )
-            };
-            let action = Action {
-                command: parsed.command.clone(),
-                kind,
-                source: match parsed.source {
-                    ActionSource::ToolCall => "tool_call".into(),
-                    ActionSource::Text => "text".into(),
-                },
-                exit_code: out.exit_code,
-                timed_out: out.timed_out,
-                output: shown.clone(),
-                elided_chars: out.stdout.elided_chars,
-                duration_secs: out.duration.as_secs_f64(),
-                limit: limit.map(|l| l.as_str().to_string()),
-            };
-            answer(&mut rec, &mut conversation, &parsed, &shown);
-            answer_unexecuted(
-                &mut rec,
-                &mut conversation,
-                &reply,
-                1,
-                "Not executed: run one command per turn.",
-            );
-            let (diff, sha) = env.diff()?;
-            rec.push_step(
-                Step {
-                    index,
-                    started_secs: started,
-                    model: Some(model_call),
-                    thought,
-                    action: Some(action),
-                    format_error: None,
-                    diff: None,
-                    diff_sha256: sha,
-                },
-                diff.clone(),
-            )?;
-            if limit == Some(LimitHit::Disk) {
-                rec.finish(
-                    ExitStatus::ResourceLimit,
-                    None,
-                    Some("the commands wrote past the sandbox's disk limit".into()),
-                )?;
-                return Ok(finished(rec, Submission::None));
+    /// Opens a trial: its record, with the workspace's diff at the start as the baseline that
+    /// edits are detected against, and the conversation, with the rendered prompts.
+    fn start<'e>(&self, env: &'e TrialEnv, trajectory_path: Option<PathBuf>) -> Result<Trial<'e>> {
+        let rec =
+            Recorder::new(&env.task, self.info(), trajectory_path).starting_from(env.diff()?.1);
+        let prompts =
+            self.templates
+                .render(&env.task, &env.symptom, &env.bundle, self.tool_mode)?;
+        Ok(Trial {
+            env,
+            rec,
+            conversation: Conversation::new(prompts, self.tool_mode),
+            format_errors: 0,
+        })
+    }
+
+    /// One step: check the limits, ask the model, run the command of its reply (or tell it why
+    /// there is none), and record the step.
+    async fn step(&self, trial: &mut Trial<'_>) -> Result<ControlFlow<Stop>> {
+        if let Some(limit) = Limit::first_reached(trial.limits(), &trial.rec) {
+            return Ok(ControlFlow::Break(Stop::Limit(limit)));
+        }
+        let started = trial.rec.elapsed();
+        let reply = match self.ask(trial).await {
+            Ok(reply) => reply,
+            Err(stop) => return Ok(ControlFlow::Break(stop)),
+        };
+        trial.conversation.push_reply(&reply);
+        let acted = match parse_action(&reply) {
+            Ok(action) => match trial.execute(&reply, &action).await {
+                Ok(ran) => Ok(ran),
+                Err(e) => return Ok(ControlFlow::Break(Stop::SandboxError(e))),
+            },
+            Err(why) => {
+                trial.conversation.reject(&reply, &why);
+                Err(why)
             }
-            if submitted {
-                let body = out
-                    .stdout
-                    .text
-                    .split_once('\n')
-                    .map(|(_, rest)| rest.to_string())
-                    .unwrap_or_default();
-                let submission = match task.track {
-                    Track::Diagnose => Submission::Diagnosis(body),
-                    Track::Reproduce => Submission::Reproducer(body),
-                    Track::Repair => Submission::Patch(diff),
-                };
-                rec.finish(ExitStatus::Submitted, None, None)?;
-                return Ok(finished(rec, submission));
+        };
+        trial.record(started, self.model_call(&reply), &reply, acted)
+    }
+
+    /// Asks the model for its next turn, for no longer than the trial has left. A call that
+    /// fails for good ends the trial, its billed cost (if any) counted.
+    async fn ask(&self, trial: &mut Trial<'_>) -> Result<ModelResponse, Stop> {
+        let request = trial
+            .conversation
+            .request(self.max_output_tokens, self.temperature);
+        let call = async {
+            let _permit = match &self.model_permits {
+                Some(p) => Some(p.acquire().await.expect("the semaphore is never closed")),
+                None => None,
+            };
+            self.client.complete(&request).await
+        };
+        match tokio::time::timeout(trial.remaining(), call).await {
+            Err(_) => Err(Stop::Limit(Limit::WallTime(trial.limits().wall_secs))),
+            Ok(Err(e)) => {
+                let billed = e.billed_usage().map(|u| self.cost(u)).unwrap_or(Some(0.0));
+                trial.rec.add_unstepped_cost(billed);
+                Err(Stop::ModelError(e))
             }
+            Ok(Ok(reply)) => Ok(reply),
         }
     }
 
@@ -303,45 +178,162 @@ impl BuiltinAgent {
     }
 }
 
-fn finished(rec: Recorder, submission: Submission) -> TrialResult {
-    TrialResult {
-        submission,
-        trajectory: rec.trajectory,
-    }
+/// One trial of the built-in agent in progress.
+struct Trial<'e> {
+    env: &'e TrialEnv,
+    rec: Recorder,
+    conversation: Conversation,
+    /// Consecutive replies without a command.
+    format_errors: u32,
 }
 
-/// The limit that stops the next model call, if any. Costs and tokens are checked after each
-/// call, so a trial overshoots by at most one call.
-fn limit_reached(rec: &Recorder, limits: &faultline_schema::Limits) -> Option<LimitFired> {
-    let t = &rec.trajectory.totals;
-    let fired = |limit: &str, value: f64| {
-        Some(LimitFired {
-            limit: limit.into(),
-            value,
+/// A command that ran, and what it means for the trial.
+struct Ran {
+    action: Action,
+    /// What was submitted (the output after the sentinel line), if the command submitted.
+    submitted: Option<String>,
+    /// The sandbox's resource limit it ran into, if any.
+    limit: Option<LimitHit>,
+}
+
+impl Trial<'_> {
+    fn limits(&self) -> &Limits {
+        &self.env.task.limits
+    }
+
+    /// Wall-clock time left before the trial's limit.
+    fn remaining(&self) -> Duration {
+        Duration::from_secs_f64((self.limits().wall_secs as f64 - self.rec.elapsed()).max(0.0))
+    }
+
+    /// How long the next command may run: its own limit, cut to the trial's remaining time but
+    /// never below a second (a command at the very end still gets to say something).
+    fn command_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits().command_timeout_secs)
+            .min(self.remaining().max(Duration::from_secs(1)))
+    }
+
+    /// Runs the reply's command in the sandbox and answers the reply with what it printed.
+    async fn execute(
+        &mut self,
+        reply: &ModelResponse,
+        parsed: &ParsedAction,
+    ) -> Result<Ran, SandboxError> {
+        let kind = classify(&parsed.command);
+        let timeout = self.command_timeout();
+        let cap = if kind == ActionKind::Submit {
+            SUBMISSION_CAP
+        } else {
+            self.limits().output_cap_chars
+        };
+        let req = ExecRequest::bash(format!("exec 2>&1\n{}", parsed.command), timeout).cap(cap);
+        let out = self.env.exec(&req).await?;
+        let printed = &out.stdout.text;
+        let submitted = (out.exit_code == Some(0)
+            && printed.lines().next().map(str::trim) == Some(SUBMIT_SENTINEL))
+        .then(|| {
+            printed
+                .split_once('\n')
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or_default()
+        });
+        let limit = out.limit_hit();
+        let shown = match submitted {
+            Some(_) => printed.clone(),
+            None => observation(out.exit_code, out.timed_out, limit, printed, timeout),
+        };
+        self.conversation.answer(reply, parsed, &shown);
+        let action = Action {
+            command: parsed.command.clone(),
+            kind,
+            source: parsed.source.as_str().into(),
+            exit_code: out.exit_code,
+            timed_out: out.timed_out,
+            output: shown,
+            elided_chars: out.stdout.elided_chars,
+            duration_secs: out.duration.as_secs_f64(),
+            limit: limit.map(|l| l.as_str().to_string()),
+        };
+        Ok(Ran {
+            action,
+            submitted,
+            limit,
         })
-    };
-    if t.steps >= limits.steps {
-        return fired("steps", limits.steps.into());
     }
-    if let (Some(max), Some(spent)) = (limits.cost_usd, t.cost_usd)
-        && spent >= max
-    {
-        return fired("cost_usd", max);
+
+    /// Records a step (the action it ran, or why the reply held none) and decides whether the
+    /// trial goes on.
+    fn record(
+        &mut self,
+        started_secs: f64,
+        model: ModelCall,
+        reply: &ModelResponse,
+        acted: Result<Ran, String>,
+    ) -> Result<ControlFlow<Stop>> {
+        let (diff, diff_sha256) = self.env.diff()?;
+        let (action, format_error, next) = match acted {
+            Ok(Ran {
+                action,
+                submitted,
+                limit,
+            }) => {
+                self.format_errors = 0;
+                let next = if limit == Some(LimitHit::Disk) {
+                    ControlFlow::Break(Stop::DiskLimit)
+                } else if let Some(text) = submitted {
+                    ControlFlow::Break(Stop::Submitted(self.submission(text, &diff)))
+                } else {
+                    ControlFlow::Continue(())
+                };
+                (Some(action), None, next)
+            }
+            Err(why) => {
+                self.format_errors += 1;
+                let next = if self.format_errors >= MAX_FORMAT_ERRORS {
+                    ControlFlow::Break(Stop::FormatErrors)
+                } else {
+                    ControlFlow::Continue(())
+                };
+                (None, Some(why), next)
+            }
+        };
+        let step = Step {
+            index: self.rec.trajectory.totals.steps + 1,
+            started_secs,
+            model: Some(model),
+            thought: reply.text.clone().filter(|t| !t.trim().is_empty()),
+            action,
+            format_error,
+            diff: None,
+            diff_sha256,
+        };
+        self.rec
+            .extend_messages(self.conversation.take_unrecorded());
+        self.rec.push_step(step, diff)?;
+        Ok(next)
     }
-    if let Some(max) = limits.tokens
-        && t.tokens.total() >= max
-    {
-        return fired("tokens", max as f64);
+
+    /// What a submitting command submitted, by track: a repair is the workspace's diff.
+    fn submission(&self, text: String, diff: &str) -> Submission {
+        match self.env.task.track {
+            Track::Diagnose => Submission::Diagnosis(text),
+            Track::Reproduce => Submission::Reproducer(text),
+            Track::Repair => Submission::Patch(diff.to_string()),
+        }
     }
-    if rec.elapsed() >= limits.wall_secs as f64 {
-        return fired("wall_secs", limits.wall_secs as f64);
+
+    /// Ends the trial: its exit status, the limit or error behind it, and its last messages are
+    /// recorded and written.
+    fn finish(mut self, stop: Stop) -> Result<TrialResult> {
+        self.rec
+            .extend_messages(self.conversation.take_unrecorded());
+        self.rec
+            .finish(stop.exit_status(), stop.limit_fired(), stop.error())?;
+        Ok(TrialResult {
+            submission: stop.into_submission(),
+            trajectory: self.rec.trajectory,
+        })
     }
-    if let Some(max) = limits.working_secs
-        && rec.working() >= max as f64
-    {
-        return fired("working_secs", max as f64);
-    }
-    None
 }
 
 /// The observation shown to the model.
@@ -367,66 +359,4 @@ fn observation(
         None => "",
     };
     format!("{status}{limit}\n{output}")
-}
-
-fn record_assistant(rec: &mut Recorder, reply: &ModelResponse) {
-    rec.push_message(ChatMessage {
-        role: "assistant".into(),
-        content: reply.text.clone().unwrap_or_default(),
-        tool_calls: reply
-            .tool_calls
-            .iter()
-            .map(|c| ToolCallRecord {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            })
-            .collect(),
-        tool_call_id: None,
-    });
-}
-
-/// Sends the observation back: a tool result in tool mode, a user message in text mode.
-fn answer(rec: &mut Recorder, conversation: &mut Vec<Message>, action: &ParsedAction, text: &str) {
-    match &action.call_id {
-        Some(id) => {
-            rec.push_message(ChatMessage {
-                role: "tool".into(),
-                content: text.into(),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(id.clone()),
-            });
-            conversation.push(Message::ToolResult {
-                call_id: id.clone(),
-                content: text.into(),
-            });
-        }
-        None => {
-            rec.message("user", text);
-            conversation.push(Message::User { text: text.into() });
-        }
-    }
-}
-
-/// Every tool call from `skip` on gets a result saying it was not run (the API requires an
-/// answer to each call).
-fn answer_unexecuted(
-    rec: &mut Recorder,
-    conversation: &mut Vec<Message>,
-    reply: &ModelResponse,
-    skip: usize,
-    text: &str,
-) {
-    for call in reply.tool_calls.iter().skip(skip) {
-        rec.push_message(ChatMessage {
-            role: "tool".into(),
-            content: text.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call.id.clone()),
-        });
-        conversation.push(Message::ToolResult {
-            call_id: call.id.clone(),
-            content: text.into(),
-        });
-    }
 }

@@ -20,8 +20,9 @@
 use crate::builtin::TrialResult;
 use crate::env::{Submission, TrialEnv};
 use crate::record::Recorder;
+use crate::stop::Limit;
 use anyhow::{Context, Result};
-use faultline_schema::trajectory::{AgentInfo, LimitFired};
+use faultline_schema::trajectory::AgentInfo;
 use faultline_schema::{ExitStatus, Track};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -107,10 +108,7 @@ impl ExternalAgent {
             },
         };
         let Some(status) = status else {
-            let fired = LimitFired {
-                limit: "wall_secs".into(),
-                value: env.task.limits.wall_secs as f64,
-            };
+            let fired = Limit::WallTime(env.task.limits.wall_secs).fired();
             rec.finish(ExitStatus::WallTimeLimit, Some(fired), None)?;
             return Ok(finish(rec, submission.unwrap_or(Submission::None)));
         };

@@ -4,12 +4,14 @@
 pub mod baselines;
 pub mod builtin;
 pub mod classify;
+mod conversation;
 pub mod env;
 pub mod export;
 pub mod external;
 pub mod parse;
 pub mod prompts;
 pub mod record;
+pub mod stop;
 
 pub use baselines::Baseline;
 pub use builtin::{BuiltinAgent, TrialResult};

@@ -13,6 +13,16 @@ pub enum ActionSource {
     Text,
 }
 
+impl ActionSource {
+    /// The name `trajectory.json` records (`tool_call` or `text`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionSource::ToolCall => "tool_call",
+            ActionSource::Text => "text",
+        }
+    }
+}
+
 /// A parsed action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedAction {

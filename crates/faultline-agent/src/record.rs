@@ -1,6 +1,6 @@
 //! Keeping a trial's trajectory and writing it atomically after every step.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use faultline_schema::trajectory::{
     AgentInfo, ChatMessage, LimitFired, Step, TRAJECTORY_SCHEMA_VERSION, Totals,
 };
@@ -70,19 +70,9 @@ impl Recorder {
         self.elapsed() - self.retry_wait_secs
     }
 
-    /// Adds a message to the conversation record.
-    pub fn message(&mut self, role: &str, content: &str) {
-        self.trajectory.messages.push(ChatMessage {
-            role: role.into(),
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        });
-    }
-
-    /// Adds a complete conversation message.
-    pub fn push_message(&mut self, m: ChatMessage) {
-        self.trajectory.messages.push(m);
+    /// Appends messages of the conversation; they are written with the next step or the end.
+    pub fn extend_messages(&mut self, messages: impl IntoIterator<Item = ChatMessage>) {
+        self.trajectory.messages.extend(messages);
     }
 
     /// Records a finished step, updates the totals, and writes the trajectory.
@@ -149,7 +139,8 @@ impl Recorder {
     /// Writes the trajectory atomically, if it has a path.
     pub fn save(&self) -> Result<()> {
         if let Some(p) = &self.path {
-            faultline_schema::io::write_json_atomic(p, &self.trajectory)?;
+            faultline_schema::io::write_json_atomic(p, &self.trajectory)
+                .with_context(|| format!("writing the trajectory {}", p.display()))?;
         }
         Ok(())
     }

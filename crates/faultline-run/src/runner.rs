@@ -474,22 +474,24 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             rec.finish(ExitStatus::Submitted, None, None)?;
             Ok((submission, rec.trajectory))
         }
+        // An error of an agent's run is the harness's own failure (a trajectory it could not
+        // write, say), not the trial's outcome: it ends the run, and a resumed run redoes it.
         AgentSpec::Builtin { .. } => {
             let builtin = &s.builtins[&agent.name()];
             match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => builtin
-                    .run(&env, Some(traj_path.clone()))
-                    .await
-                    .map(|r| (r.submission, r.trajectory)),
+                Ok(env) => {
+                    let r = builtin.run(&env, Some(traj_path.clone())).await?;
+                    Ok((r.submission, r.trajectory))
+                }
                 Err(e) => Err(e),
             }
         }
         AgentSpec::External(ext) => {
             match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => ext
-                    .run(&env, &dir, Some(traj_path.clone()))
-                    .await
-                    .map(|r| (r.submission, r.trajectory)),
+                Ok(env) => {
+                    let r = ext.run(&env, &dir, Some(traj_path.clone())).await?;
+                    Ok((r.submission, r.trajectory))
+                }
                 Err(e) => Err(e),
             }
         }

@@ -1,0 +1,286 @@
+//! How the built-in agent's trials end, and what each ending leaves in the trajectory: the
+//! endings and turns that `agent_loop.rs` does not reach, against the same scripted model
+//! server and fixture case.
+
+mod common;
+
+use common::{run, tool, trial};
+use faultline_model::Protocol;
+use faultline_schema::{ExitStatus, Limits, Track, Trajectory};
+use faultline_scripted::Step;
+
+/// A tool call whose arguments are not JSON: a format error in tool mode.
+fn garbled_call() -> Step {
+    Step::ToolCall {
+        command: "ls".into(),
+        text: None,
+        id: None,
+        raw_arguments: Some("{not json".into()),
+        usage: None,
+    }
+}
+
+/// An OpenAI chat completion, sent verbatim.
+fn raw_completion(choices: &str, input: u64, output: u64) -> Step {
+    Step::Raw {
+        status: 200,
+        body: format!(
+            r#"{{"id":"x","object":"chat.completion","created":0,"model":"m","choices":{choices},"usage":{{"prompt_tokens":{input},"completion_tokens":{output},"total_tokens":{}}}}}"#,
+            input + output
+        ),
+    }
+}
+
+fn read(path: &std::path::Path) -> Trajectory {
+    faultline_schema::io::read_json(path, "trajectory").unwrap()
+}
+
+#[tokio::test]
+async fn a_trial_allowed_no_steps_records_its_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trajectory.json");
+    let limits = Limits {
+        steps: 0,
+        ..Limits::default()
+    };
+    let script = vec![tool("ls", 1, 1)];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        Some(&path),
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::StepLimit);
+    let roles: Vec<&str> = t.messages.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user"]);
+    assert_eq!(read(&path).messages, t.messages);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn only_the_first_of_several_tool_calls_runs_and_each_is_answered() {
+    let two_calls = r#"[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"Both.","tool_calls":[{"id":"call_a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}},{"id":"call_b","type":"function","function":{"name":"bash","arguments":"{\"command\":\"pwd\"}"}}]}}]"#;
+    let script = vec![
+        raw_completion(two_calls, 10, 5),
+        tool("echo FAULTLINE_SUBMIT", 1, 1),
+    ];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
+    assert_eq!(t.steps[0].action.as_ref().unwrap().command, "ls");
+    let answers: Vec<(&str, &str)> = t
+        .messages
+        .iter()
+        .filter_map(|m| Some((m.tool_call_id.as_deref()?, m.content.as_str())))
+        .take(2)
+        .collect();
+    assert_eq!(answers[0].0, "call_a");
+    assert!(answers[0].1.starts_with("exit code: 0\n"), "{answers:?}");
+    assert_eq!(
+        answers[1],
+        ("call_b", "Not executed: run one command per turn.")
+    );
+    let sent = server.requests()[1].body["messages"].clone();
+    let ids: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["call_a", "call_b"]);
+}
+
+#[tokio::test]
+async fn tool_mode_format_errors_answer_the_call_and_a_command_resets_the_count() {
+    let script = vec![
+        garbled_call(),
+        garbled_call(),
+        tool("ls", 1, 1),
+        garbled_call(),
+        garbled_call(),
+        tool("echo FAULTLINE_SUBMIT", 1, 1),
+    ];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
+    let errors = t.steps.iter().filter(|s| s.format_error.is_some()).count();
+    assert_eq!(errors, 4);
+    // The errors went back as the calls' results: the only user message is the task.
+    assert_eq!(t.messages.iter().filter(|m| m.role == "user").count(), 1);
+    assert!(
+        server.requests()[1]
+            .body
+            .to_string()
+            .contains("JSON object with a non-empty string")
+    );
+}
+
+#[tokio::test]
+async fn the_working_time_limit_ends_a_trial_as_a_wall_time_limit() {
+    let script = vec![tool("sleep 2", 1, 1), tool("ls", 1, 1)];
+    let limits = Limits {
+        working_secs: Some(1),
+        ..Limits::default()
+    };
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+        None,
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::WallTimeLimit);
+    let fired = t.limit_fired.as_ref().unwrap();
+    assert_eq!((fired.limit.as_str(), fired.value), ("working_secs", 1.0));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_billed_reply_that_cannot_be_read_is_a_model_error_and_is_paid_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trajectory.json");
+    let script = vec![tool("ls", 5, 5), raw_completion("[]", 1000, 50)];
+    let (result, _server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        Some(&path),
+    )
+    .await;
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::ModelError);
+    assert!(t.error.as_deref().unwrap().contains("(malformed_response)"));
+    assert_eq!(t.totals.steps, 1);
+    // One step of 5 + 5 tokens, then the unreadable reply's 1000 + 50, at $1000 and $2000 per
+    // million input and output tokens.
+    let cost = t.totals.cost_usd.unwrap();
+    assert!((cost - (0.015 + 1.1)).abs() < 1e-9, "{cost}");
+    let on_disk = read(&path);
+    assert_eq!(on_disk.exit_status, ExitStatus::ModelError);
+    assert_eq!(on_disk.messages, t.messages);
+}
+
+#[tokio::test]
+async fn a_sandbox_error_keeps_the_reply_it_could_not_run() {
+    let (agent, mut env, _server) = trial(
+        vec![tool("ls", 1, 1)],
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+    )
+    .await;
+    // A directory the sandbox mounts vanishes before the first command.
+    let doomed = tempfile::tempdir().unwrap();
+    let spec = env
+        .sandbox
+        .spec()
+        .clone()
+        .mount(faultline_sandbox::Mount::ro(doomed.path(), "/extra"));
+    env.sandbox = faultline_sandbox::Sandbox::new(spec).unwrap();
+    drop(doomed);
+    let t = agent.run(&env, None).await.unwrap().trajectory;
+    assert_eq!(t.exit_status, ExitStatus::SandboxError, "{:?}", t.error);
+    assert_eq!(t.totals.steps, 0);
+    let last = t.messages.last().unwrap();
+    assert_eq!(
+        (last.role.as_str(), last.tool_calls.len()),
+        ("assistant", 1)
+    );
+}
+
+#[tokio::test]
+async fn a_disk_bomb_ends_a_trial_as_a_resource_limit() {
+    let script = vec![
+        tool(
+            "for i in $(seq 1 40); do head -c 4M /dev/zero > f$i; done; echo WROTE-ALL",
+            1,
+            1,
+        ),
+        tool("ls", 1, 1),
+    ];
+    let (agent, mut env, server) = trial(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+    )
+    .await;
+    let mut spec = env.sandbox.spec().clone();
+    spec.limits.disk_bytes = Some(32 << 20);
+    env.sandbox = faultline_sandbox::Sandbox::new(spec).unwrap();
+    let disk_limit = &env.sandbox.protections().disk_limit;
+    if !disk_limit.is_active() {
+        // The same rule as the sandbox's own attack tests.
+        assert!(
+            std::env::var_os("FAULTLINE_REQUIRE_PROTECTIONS").is_none(),
+            "disk limit: {disk_limit}"
+        );
+        eprintln!("skipping: no disk limit here ({disk_limit})");
+        return;
+    }
+    let result = agent.run(&env, None).await.unwrap();
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::ResourceLimit, "{:?}", t.error);
+    assert!(t.error.as_deref().unwrap().contains("disk limit"));
+    assert_eq!(t.limit_fired, None);
+    let bomb = t.steps[0].action.as_ref().unwrap();
+    assert_eq!(bomb.limit.as_deref(), Some("disk"));
+    assert!(
+        bomb.output
+            .contains("killed for writing past its disk limit"),
+        "{}",
+        bomb.output
+    );
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(result.submission, faultline_agent::Submission::None);
+}
+
+#[tokio::test]
+async fn a_trajectory_that_cannot_be_written_fails_the_run_not_the_trial() {
+    let (agent, env, _server) = trial(
+        vec![tool("ls", 1, 1)],
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let err = agent
+        .run(&env, Some(file.join("trajectory.json")))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("writing the trajectory"),
+        "{err:#}"
+    );
+}
