@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
-pub const GRADER_VERSION: u32 = 3;
+pub const GRADER_VERSION: u32 = 4;
 
 /// The seed of the oracle run that decides a repair (the agent never sees any seed).
 pub const PRIMARY_SEED: u64 = 1;
