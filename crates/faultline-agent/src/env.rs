@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
 use faultline_corpus::workspace::{copy_preserving, install_reproducer};
-use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase};
+use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
 use faultline_schema::{Condition, Task, Track};
 use sha2::{Digest, Sha256};
@@ -74,7 +74,8 @@ enum SessionState {
 }
 
 impl TrialEnv {
-    /// Copies the case's agent workspace (with its warm build cache) for one trial.
+    /// Copies the case's agent workspace (with its warm build cache) for one trial, once it is
+    /// checked against its manifest: a damaged template gives no agent a broken workspace.
     pub fn create(
         case: &Case,
         prepared: &PreparedCase,
@@ -86,6 +87,7 @@ impl TrialEnv {
             .prefix("trial-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
+        prepared.check(TemplateKind::Agent)?;
         let agent = &prepared.stamp.agent;
         copy_preserving(&agent.workspace, &workspace).context("copying the agent workspace")?;
         if task.track == Track::Reproduce {

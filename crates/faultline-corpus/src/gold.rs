@@ -7,7 +7,6 @@
 
 use similar::{DiffTag, TextDiff};
 use std::collections::BTreeSet;
-use std::fs;
 use std::path::Path;
 use walkdir::WalkDir;
 
@@ -126,9 +125,15 @@ fn list_files(
     Ok(out)
 }
 
+/// A listed file's bytes. An agent's workspace is one of the trees, so no link is followed: a
+/// directory swapped for a link after the listing cannot pull a host file into the diff.
+fn read_confined(root: &Path, rel: &str) -> std::io::Result<Vec<u8>> {
+    crate::confined::Confined::open(root)?.read(rel)
+}
+
 fn read_text(root: &Path, rel: &str) -> Result<String, GoldError> {
     let path = root.join(rel);
-    let bytes = fs::read(&path).map_err(|source| GoldError::Io {
+    let bytes = read_confined(root, rel).map_err(|source| GoldError::Io {
         path: path.display().to_string(),
         source,
     })?;
@@ -165,7 +170,7 @@ fn diff_with(
         let in_new = new_files.contains(rel);
         if in_old
             && in_new
-            && fs::read(old_root.join(rel)).ok() == fs::read(new_root.join(rel)).ok()
+            && read_confined(old_root, rel).ok() == read_confined(new_root, rel).ok()
         {
             continue;
         }
@@ -325,6 +330,7 @@ impl TreeDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -4,13 +4,17 @@
 pub mod cargo;
 pub mod case;
 pub mod checks;
+pub mod confined;
 pub mod fixtures;
 pub mod gold;
 pub mod leak;
+pub mod manifest;
 pub mod store;
 pub mod tokens;
 pub mod workspace;
 
 pub use case::{BundleFile, Case, CaseError, Corpus, Selection};
 pub use gold::TreeDiff;
-pub use workspace::{DataDir, PrepareOptions, PreparedCase, Template, prepare};
+pub use workspace::{
+    DataDir, PrepareOptions, PreparedCase, Template, TemplateDamaged, TemplateKind, prepare,
+};

@@ -5,10 +5,13 @@
 //!
 //! ```text
 //! stamp.json          what was prepared from which inputs (re-preparing checks it)
+//! manifest.json       every file of the templates below (see `manifest`), checked before use
 //! agent/workspace/    the buggy crate, anonymized, with Cargo.lock and a warm target/  -> /workspace
 //! agent/vendor/       every dependency, vendored                            (read-only) -> /vendor
 //! agent/cargo/        cargo's configuration: vendored sources, offline        (read-only) -> /cargo
 //! grade/...           the same plus the hidden oracle package (external oracles) -> /oracle
+//! shared/target/...   the grading template's build outputs that no patch can change,
+//!                     hard links to its files                    (read-only, grading) -> /shared
 //! ```
 //!
 //! Paths inside the sandbox are fixed, so the build cache made here stays valid in every later
@@ -16,7 +19,9 @@
 
 use crate::cargo::{host_cargo, read_lock};
 use crate::case::Case;
+use crate::confined::Confined;
 use crate::gold::diff_trees;
+use crate::manifest::{Damage, Depth, Entry, Manifest, describe};
 use crate::store::{CaseSources, SourceStore, copy_tree};
 use anyhow::{Context, Result, bail};
 use faultline_sandbox::{ExecRequest, Identity, Mount, Sandbox, SandboxSpec, Toolchain};
@@ -26,10 +31,11 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bumped whenever the preparation procedure changes, so old workspaces are rebuilt.
-const PREPARE_VERSION: u32 = 3;
+const PREPARE_VERSION: u32 = 4;
 
 /// The crate inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
@@ -39,6 +45,14 @@ pub const GUEST_VENDOR: &str = "/vendor";
 pub const GUEST_CARGO_HOME: &str = "/cargo";
 /// The external oracle package inside the grading sandbox.
 pub const GUEST_ORACLE: &str = "/oracle";
+/// The shared build outputs inside the grading sandbox (read-only).
+pub const GUEST_SHARED: &str = "/shared";
+
+/// The shared store's directory under a prepared case, and its name in the manifest.
+const SHARED_DIR: &str = "shared";
+
+/// Files up to this size get a content hash in the manifest wherever they are.
+const SMALL_FILE: u64 = 64 * 1024;
 
 /// How long a warm-up build may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
@@ -156,9 +170,25 @@ pub struct Template {
     pub cargo: PathBuf,
     /// The external oracle package (grading templates of external-oracle cases only).
     pub oracle: Option<PathBuf>,
+    /// The store of build outputs that grading workbenches share instead of copying them
+    /// (grading templates only): mounted read-only, so no build or test can change them.
+    #[serde(default)]
+    pub shared: Option<PathBuf>,
 }
 
 impl Template {
+    /// The directories the template consists of, each recorded in the manifest.
+    pub fn dirs(&self) -> Vec<&Path> {
+        let mut dirs = vec![
+            self.workspace.as_path(),
+            self.vendor.as_path(),
+            self.cargo.as_path(),
+        ];
+        dirs.extend(self.oracle.as_deref());
+        dirs.extend(self.shared.as_deref());
+        dirs
+    }
+
     /// The sandbox layout over this template, with `workspace` (a copy, or the template itself)
     /// mounted read-write at `/workspace`.
     pub fn sandbox_spec(
@@ -179,8 +209,44 @@ impl Template {
         if let Some(o) = oracle {
             spec = spec.mount(Mount::rw(o, GUEST_ORACLE));
         }
+        if let Some(s) = &self.shared {
+            spec = spec.mount(Mount::ro(s, GUEST_SHARED));
+        }
         spec
     }
+}
+
+/// Which of a prepared case's two templates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateKind {
+    /// The agent's: the buggy crate with a warm build cache, never an oracle.
+    Agent,
+    /// The grader's: the agent's plus the oracle (external oracles) and the shared store.
+    Grading,
+}
+
+impl TemplateKind {
+    fn name(self) -> &'static str {
+        match self {
+            TemplateKind::Agent => "agent",
+            TemplateKind::Grading => "grading",
+        }
+    }
+}
+
+/// A template that differs from the manifest recorded when it was prepared. Nothing built on it
+/// can be trusted, so a grade that meets one is an infrastructure error, never a verdict.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the {} template differs from what was prepared (damaged or changed since), so nothing is graded on it; `faultline prepare` rebuilds it. {}",
+    .kind.name(),
+    describe(.damage, 10)
+)]
+pub struct TemplateDamaged {
+    /// The template.
+    pub kind: TemplateKind,
+    /// What differs.
+    pub damage: Vec<Damage>,
 }
 
 /// What `stamp.json` records about a prepared case.
@@ -205,6 +271,8 @@ pub struct Stamp {
     pub agent: Template,
     /// The grader's template.
     pub grade: Template,
+    /// SHA-256 of `manifest.json` ([`Manifest::sha256`]), tying the manifest to this stamp.
+    pub manifest_sha256: String,
     /// Seconds the first preparation took.
     pub prepare_secs: f64,
 }
@@ -218,6 +286,51 @@ pub struct PreparedCase {
     pub sources: CaseSources,
     /// Whether this call found everything in place and only checked the build cache.
     pub reused: bool,
+    /// What this call found wrong with an earlier preparation of the case, which it rebuilt.
+    pub repaired: Option<String>,
+    /// The prepared case's directory.
+    pub root: PathBuf,
+    /// Every file of both templates as preparation left them.
+    pub manifest: Arc<Manifest>,
+}
+
+impl PreparedCase {
+    /// One of the two templates.
+    pub fn template(&self, kind: TemplateKind) -> &Template {
+        match kind {
+            TemplateKind::Agent => &self.stamp.agent,
+            TemplateKind::Grading => &self.stamp.grade,
+        }
+    }
+
+    /// Checks a template's metadata against the manifest (a directory walk, cheap enough for
+    /// every grade): `Err` is a [`TemplateDamaged`] naming what differs, or an I/O error.
+    pub fn check(&self, kind: TemplateKind) -> Result<()> {
+        let damage = self
+            .manifest
+            .check(&self.root, &self.template(kind).dirs(), Depth::Metadata)
+            .with_context(|| format!("checking the {} template", kind.name()))?;
+        if damage.is_empty() {
+            Ok(())
+        } else {
+            Err(TemplateDamaged { kind, damage }.into())
+        }
+    }
+
+    /// The grading template's shared build outputs, as paths relative to its workspace.
+    pub fn shared_outputs(&self) -> BTreeSet<String> {
+        self.manifest
+            .dirs
+            .get(SHARED_DIR)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter(|(_, e)| e.kind == crate::manifest::Kind::File)
+                    .map(|(p, _)| p.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Options for [`prepare`].
@@ -227,10 +340,33 @@ pub struct PrepareOptions {
     pub force: bool,
 }
 
+/// The toolchain's `rustc -vV` (its exact version, commit and host), asked once per process.
+pub fn toolchain_version(toolchain: &Toolchain) -> Result<String> {
+    static SEEN: Mutex<BTreeMap<PathBuf, String>> = Mutex::new(BTreeMap::new());
+    let mut seen = SEEN.lock().expect("never poisoned");
+    if let Some(v) = seen.get(&toolchain.sysroot) {
+        return Ok(v.clone());
+    }
+    let out = std::process::Command::new(toolchain.sysroot.join("bin/rustc"))
+        .arg("-vV")
+        .output()
+        .context("running the toolchain's rustc -vV")?;
+    if !out.status.success() {
+        bail!(
+            "rustc -vV failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    seen.insert(toolchain.sysroot.clone(), version.clone());
+    Ok(version)
+}
+
 fn hash_inputs(case: &Case, toolchain: &Toolchain) -> Result<String> {
     let mut h = Sha256::new();
     h.update(format!("prepare-v{PREPARE_VERSION}\n"));
     h.update(toolchain.sysroot.to_string_lossy().as_bytes());
+    h.update(toolchain_version(toolchain)?);
     h.update(fs::read(case.dir.join("case.toml"))?);
     let mut files: Vec<PathBuf> = walkdir::WalkDir::new(case.oracle_dir())
         .into_iter()
@@ -312,18 +448,32 @@ pub async fn prepare(
     let sources = data.store().case_sources(&case.manifest, &case.dir)?;
     let inputs = hash_inputs(case, toolchain)?;
     let stamp_path = root.join("stamp.json");
+    let mut repaired = None;
     if !opts.force
         && let Ok(stamp) = faultline_schema::io::read_json::<Stamp>(&stamp_path, "workspace stamp")
         && stamp.inputs == inputs
         && stamp.agent.workspace.join("target").is_dir()
         && committed_locks_match(case, &stamp)
     {
-        warm_build(&stamp.agent, toolchain, false).await?;
-        return Ok(PreparedCase {
-            stamp,
-            sources,
-            reused: true,
-        });
+        // A template that matches its manifest is the warm build it was when recorded (the
+        // toolchain's version is among the inputs), so it needs no build to re-check it; a
+        // build there would itself be a writer the manifest could not tell from damage.
+        match intact_manifest(&root, &stamp) {
+            Ok(manifest) => {
+                return Ok(PreparedCase {
+                    stamp,
+                    sources,
+                    reused: true,
+                    repaired: None,
+                    root,
+                    manifest: Arc::new(manifest),
+                });
+            }
+            Err(found) => {
+                tracing::warn!("{}: {found}; rebuilding its workspace", case.id());
+                repaired = Some(found);
+            }
+        }
     }
 
     let staging = root.with_extension("partial");
@@ -335,7 +485,13 @@ pub async fn prepare(
         fs::remove_dir_all(&root)?;
     }
     fs::rename(&staging, &root)?;
+    // Recorded where the files now are (renaming the directory moved no file's times).
+    let manifest = Manifest::record(&root, &all_dirs(&stamp), worth_hashing)
+        .context("recording the prepared templates' manifest")?;
+    let manifest_bytes = serde_json::to_vec(&manifest)?;
+    faultline_schema::io::write_atomic(&root.join("manifest.json"), &manifest_bytes)?;
     let stamp = Stamp {
+        manifest_sha256: manifest.sha256(),
         prepare_secs: started.elapsed().as_secs_f64(),
         ..stamp
     };
@@ -344,7 +500,55 @@ pub async fn prepare(
         stamp,
         sources,
         reused: false,
+        repaired,
+        root,
+        manifest: Arc::new(manifest),
     })
+}
+
+/// Every directory of both templates, each once (an in-crate case's templates share most).
+fn all_dirs(stamp: &Stamp) -> Vec<&Path> {
+    let mut dirs = stamp.agent.dirs();
+    for d in stamp.grade.dirs() {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
+/// Which files the manifest hashes: every small file (sources, manifests, lockfiles,
+/// fingerprints, dep-info), every file outside `target/` but the large vendored ones, and every
+/// shared build output, since each grading build reads those in place. Large build outputs that
+/// are not shared (the crate's own libraries, test executables, incremental state) are copied
+/// into each workbench and rebuilt there once a patch changes the sources; large vendored files
+/// are mounted read-only. Both keep their metadata check.
+fn worth_hashing(dir: &str, path: &str, entry: &Entry) -> bool {
+    entry.size <= SMALL_FILE
+        || dir == SHARED_DIR
+        || (!dir.ends_with("/vendor") && !path.starts_with("target/"))
+}
+
+/// The manifest of a prepared case, if it belongs to the stamp and every template still matches
+/// it to the content; otherwise what is wrong.
+fn intact_manifest(root: &Path, stamp: &Stamp) -> std::result::Result<Manifest, String> {
+    let manifest: Manifest =
+        faultline_schema::io::read_json(&root.join("manifest.json"), "template manifest")
+            .map_err(|e| format!("its manifest is unreadable ({e})"))?;
+    if manifest.sha256() != stamp.manifest_sha256 {
+        return Err("its manifest.json is not the one stamp.json records".into());
+    }
+    let damage = manifest
+        .check(root, &all_dirs(stamp), Depth::Content)
+        .map_err(|e| format!("its templates cannot be read ({e})"))?;
+    if damage.is_empty() {
+        Ok(manifest)
+    } else {
+        Err(format!(
+            "found its templates damaged: {}",
+            describe(&damage, 10)
+        ))
+    }
 }
 
 /// Builds a case's templates in `staging`, with paths recorded as they will be under `final_root`.
@@ -426,13 +630,14 @@ async fn build_fresh(
         vendor: agent_vendor.clone(),
         cargo: agent_cargo.clone(),
         oracle: None,
+        shared: None,
     };
-    warm_build(&staged_agent, toolchain, true).await?;
+    warm_build(&staged_agent, toolchain).await?;
     let vendored_packages = fs::read_dir(&agent_vendor)
         .with_context(|| format!("reading {}", agent_vendor.display()))?
         .count();
 
-    let grade = match case.manifest.oracle.kind {
+    let mut grade = match case.manifest.oracle.kind {
         OracleKind::InCrate => staged_agent.clone(),
         OracleKind::External => {
             prepare_external_oracle(
@@ -446,11 +651,23 @@ async fn build_fresh(
             .await?
         }
     };
+    let locks: Vec<PathBuf> = std::iter::once(grade.workspace.join("Cargo.lock"))
+        .chain(grade.oracle.iter().map(|o| o.join("Cargo.lock")))
+        .filter(|l| l.is_file())
+        .collect();
+    let store = staging.join(SHARED_DIR);
+    link_shared_outputs(
+        &grade.workspace,
+        &store,
+        &crates_independent_of(&name, &locks)?,
+    )?;
+    grade.shared = Some(store);
     let finalize = |t: &Template| Template {
         workspace: at_final(&t.workspace),
         vendor: at_final(&t.vendor),
         cargo: at_final(&t.cargo),
         oracle: t.oracle.as_deref().map(at_final),
+        shared: t.shared.as_deref().map(at_final),
     };
     Ok(Stamp {
         schema_version: 1,
@@ -462,6 +679,7 @@ async fn build_fresh(
         vendored_packages,
         agent: finalize(&staged_agent),
         grade: finalize(&grade),
+        manifest_sha256: String::new(),
         prepare_secs: 0.0,
     })
 }
@@ -534,6 +752,7 @@ async fn prepare_external_oracle(
         vendor,
         cargo,
         oracle: Some(oracle.clone()),
+        shared: None,
     };
     // Templates are built as the harness, so that what they hold is the harness's (and a
     // sandbox's dedicated identity can never change it).
@@ -727,12 +946,12 @@ fn write_cargo_config(dir: &Path, name: &str, self_patch: bool) -> Result<()> {
     Ok(())
 }
 
-/// Builds the crate and its tests inside the sandbox, offline. A re-check of a warm workspace
-/// runs only the test build, which covers the library an agent's first `cargo test` needs.
-/// Published crates sometimes ship integration tests that cannot compile (their path-only
-/// dev-dependencies are stripped on publishing); then the library's own tests are warmed alone,
-/// and the other test targets stay as broken for the agent as they are for any user.
-async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<()> {
+/// Builds the crate and its tests inside the sandbox, offline, as the harness (see
+/// `prepare_external_oracle`). Published crates sometimes ship integration tests that cannot
+/// compile (their path-only dev-dependencies are stripped on publishing); then the library's own
+/// tests are warmed alone, and the other test targets stay as broken for the agent as they are
+/// for any user.
+async fn warm_build(t: &Template, toolchain: &Toolchain) -> Result<()> {
     let sandbox = Sandbox::new(
         t.sandbox_spec(toolchain, &t.workspace, None)
             .identity(Identity::Harness),
@@ -747,15 +966,14 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
         "--locked",
         "--lib",
     ];
-    let steps: &[&[&str]] = if first { &[build, test] } else { &[test] };
-    for step in steps {
+    for step in [build, test] {
         let out = sandbox
             .exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT))
             .await?;
         if out.success() {
             continue;
         }
-        if *step == test {
+        if step == test {
             let lib_only = sandbox
                 .exec(&ExecRequest::argv(lib_tests.iter().copied(), BUILD_TIMEOUT))
                 .await?;
@@ -764,9 +982,8 @@ async fn warm_build(t: &Template, toolchain: &Toolchain, first: bool) -> Result<
             }
         }
         bail!(
-            "`{}` failed in the {} workspace:\n{}",
+            "`{}` failed in the new workspace:\n{}",
             step.join(" "),
-            if first { "new" } else { "prepared" },
             out.stderr.text
         );
     }
@@ -778,10 +995,11 @@ pub const REPRODUCER_PATH: &str = "tests/faultline_repro.rs";
 
 /// Makes `tests/faultline_repro.rs` a test target of the crate at `dir`: published manifests
 /// often turn test auto-discovery off and list their tests, so the file is declared explicitly.
-/// Writes `contents` to the file.
+/// Writes `contents` to the file. `dir` may be a workbench a patch has changed, so no link in it
+/// is followed (see [`Confined`]).
 pub fn install_reproducer(dir: &Path, contents: &str) -> Result<()> {
-    let manifest_path = dir.join("Cargo.toml");
-    let mut manifest = fs::read_to_string(&manifest_path)?;
+    let dir = Confined::open(dir)?;
+    let mut manifest = dir.read_to_string("Cargo.toml")?;
     let table: toml::Table = manifest.parse().context("parsing the crate's Cargo.toml")?;
     let declared = table
         .get("test")
@@ -800,11 +1018,9 @@ pub fn install_reproducer(dir: &Path, contents: &str) -> Result<()> {
         manifest.push_str(&format!(
             "\n[[test]]\nname = \"faultline_repro\"\npath = \"{REPRODUCER_PATH}\"\n"
         ));
-        fs::write(&manifest_path, manifest)?;
+        dir.write("Cargo.toml", manifest.as_bytes())?;
     }
-    let file = dir.join(REPRODUCER_PATH);
-    fs::create_dir_all(file.parent().expect("has a parent"))?;
-    fs::write(file, contents)?;
+    dir.write(REPRODUCER_PATH, contents.as_bytes())?;
     Ok(())
 }
 
@@ -828,7 +1044,7 @@ pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
 /// Crate names (underscored) of the locked packages that are neither `subject` nor depend on it,
 /// directly or not, in any of the lock files: a build after a change to the subject's sources
 /// never rebuilds them. A name that also stands for a dependent package is left out.
-pub fn crates_independent_of(subject: &str, locks: &[PathBuf]) -> Result<BTreeSet<String>> {
+fn crates_independent_of(subject: &str, locks: &[PathBuf]) -> Result<BTreeSet<String>> {
     let mut packages = Vec::new();
     for lock in locks {
         packages.extend(read_lock(lock)?);
@@ -890,13 +1106,34 @@ fn crate_before_hash(s: &str) -> Option<String> {
         .then(|| name.replace('-', "_"))
 }
 
-/// Copies a template like [`copy_preserving`], except that the build outputs of `shared` crates
-/// (see [`is_shared_build_output`]) become hard links to the template's files, made read-only
-/// there. Those are most of a warm build cache, and no build in the copy rewrites them (their
-/// sources and flags do not change); should one try, the sandbox fails on the read-only file
-/// instead of altering the template. Only for sandboxes with the dedicated identity, which does
-/// not own the shared files and so cannot make them writable again.
-pub fn copy_sharing_libraries(from: &Path, to: &Path, shared: &BTreeSet<String>) -> Result<()> {
+/// Hard-links the build outputs of the `shared` crates in `workspace` (see
+/// [`is_shared_build_output`]) into `store`, at the same paths relative to it. Grading
+/// workbenches reach them there through a read-only mount instead of copying them.
+fn link_shared_outputs(workspace: &Path, store: &Path, shared: &BTreeSet<String>) -> Result<()> {
+    fs::create_dir_all(store)?;
+    let target = workspace.join("target");
+    if !target.is_dir() {
+        return Ok(());
+    }
+    for entry in walkdir::WalkDir::new(&target) {
+        let entry = entry.with_context(|| format!("reading {}", target.display()))?;
+        let relative = entry.path().strip_prefix(workspace)?;
+        if entry.file_type().is_file() && is_shared_build_output(relative, shared) {
+            let link = store.join(relative);
+            fs::create_dir_all(link.parent().expect("below the store"))?;
+            fs::hard_link(entry.path(), &link)
+                .with_context(|| format!("linking {} into the store", relative.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies a grading template's workspace like [`copy_preserving`], except that the files at the
+/// `shared` paths (relative to the workspace; the case's store holds them) become symbolic links
+/// to their read-only mount at [`GUEST_SHARED`]. They are most of a warm build cache; no build in
+/// the copy rewrites them (their sources and flags do not change), and should code run there
+/// try, the mount refuses it: no workbench can change what the next one builds with.
+pub fn copy_sharing_outputs(from: &Path, to: &Path, shared: &BTreeSet<String>) -> Result<()> {
     for entry in walkdir::WalkDir::new(from) {
         let entry = entry.with_context(|| format!("reading {}", from.display()))?;
         let relative = entry.path().strip_prefix(from)?;
@@ -906,25 +1143,17 @@ pub fn copy_sharing_libraries(from: &Path, to: &Path, shared: &BTreeSet<String>)
             fs::create_dir_all(&target)?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
+        } else if shared.contains(relative.to_string_lossy().as_ref()) {
+            std::os::unix::fs::symlink(Path::new(GUEST_SHARED).join(relative), &target)?;
         } else {
-            let share = is_shared_build_output(relative, shared);
             let meta = entry.metadata()?;
-            if share {
-                let mut permissions = meta.permissions();
-                if !permissions.readonly() {
-                    permissions.set_readonly(true);
-                    fs::set_permissions(entry.path(), permissions)?;
-                }
-                fs::hard_link(entry.path(), &target)?;
-            } else {
-                fs::copy(entry.path(), &target)
-                    .with_context(|| format!("copying {}", entry.path().display()))?;
-                filetime::set_file_times(
-                    &target,
-                    filetime::FileTime::from_last_access_time(&meta),
-                    filetime::FileTime::from_last_modification_time(&meta),
-                )?;
-            }
+            fs::copy(entry.path(), &target)
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+            filetime::set_file_times(
+                &target,
+                filetime::FileTime::from_last_access_time(&meta),
+                filetime::FileTime::from_last_modification_time(&meta),
+            )?;
         }
     }
     Ok(())
@@ -1038,7 +1267,7 @@ version = "0.6.4"
     }
 
     #[test]
-    fn a_sharing_copy_links_read_only_libraries_and_copies_the_rest() {
+    fn shared_outputs_are_stored_once_and_copied_as_links_to_the_mount() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let from = dir.path().join("template");
@@ -1051,20 +1280,27 @@ version = "0.6.4"
         std::os::unix::fs::symlink("lib.rs", from.join("src/alias.rs")).unwrap();
         let old = filetime::FileTime::from_unix_time(1_600_000_000, 0);
         filetime::set_file_mtime(deps.join("libkv-00ff.rlib"), old).unwrap();
+        let store = dir.path().join("shared");
+        link_shared_outputs(&from, &store, &BTreeSet::from(["serde".to_string()])).unwrap();
+        let stored = store.join("target/debug/deps/libserde-00ff.rlib");
+        assert_eq!(
+            fs::metadata(&stored).unwrap().ino(),
+            fs::metadata(deps.join("libserde-00ff.rlib")).unwrap().ino()
+        );
+        assert!(!store.join("target/debug/deps/libkv-00ff.rlib").exists());
+
         let to = dir.path().join("copy");
-        copy_sharing_libraries(&from, &to, &BTreeSet::from(["serde".to_string()])).unwrap();
-
-        let original = fs::metadata(deps.join("libserde-00ff.rlib")).unwrap();
-        let linked = fs::metadata(to.join("target/debug/deps/libserde-00ff.rlib")).unwrap();
-        assert_eq!(original.ino(), linked.ino());
-        assert!(original.permissions().readonly());
-
+        let shared = BTreeSet::from(["target/debug/deps/libserde-00ff.rlib".to_string()]);
+        copy_sharing_outputs(&from, &to, &shared).unwrap();
+        assert_eq!(
+            fs::read_link(to.join("target/debug/deps/libserde-00ff.rlib")).unwrap(),
+            Path::new("/shared/target/debug/deps/libserde-00ff.rlib")
+        );
         let copied = fs::metadata(to.join("target/debug/deps/libkv-00ff.rlib")).unwrap();
         assert_ne!(
             copied.ino(),
             fs::metadata(deps.join("libkv-00ff.rlib")).unwrap().ino()
         );
-        assert!(!copied.permissions().readonly());
         assert_eq!(
             filetime::FileTime::from_last_modification_time(&copied),
             old

@@ -8,10 +8,11 @@ use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
-use anyhow::Result;
+use anyhow::{Context, Result};
+use faultline_corpus::confined::is_refusal;
 use faultline_corpus::gold::diff_trees;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
-use faultline_corpus::{Case, DataDir, PreparedCase};
+use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::Toolchain;
 use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::grade::{
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
-pub const GRADER_VERSION: u32 = 3;
+pub const GRADER_VERSION: u32 = 4;
 
 /// The seed of the oracle run that decides a repair (the agent never sees any seed).
 pub const PRIMARY_SEED: u64 = 1;
@@ -167,6 +168,10 @@ pub fn grade_diagnosis(ctx: &GradeContext, trial_id: &str, text: &str) -> Result
             ));
         }
     };
+    // Blocks are checked against the agent template's files: only an intact one will do.
+    if let Err(e) = ctx.prepared.check(TemplateKind::Agent) {
+        return Ok(conclude(g, Outcome::InfraError, format!("{e:#}"), started));
+    }
     let scores = diagnosis::score(
         &parsed,
         &ctx.case.manifest.blocks,
@@ -195,7 +200,10 @@ pub async fn grade_repair(
 ) -> Result<Grade> {
     let started = Instant::now();
     let g = new_grade(ctx, trial_id, Track::Repair, patch)?;
-    match repair_inner(ctx, patch, opts).await {
+    let graded = repair_inner(ctx, patch, opts)
+        .await
+        .and_then(|verdict| still_intact(ctx, &[TemplateKind::Grading]).map(|()| verdict));
+    match graded {
         Ok((outcome, reason, details)) => {
             let mut g = g;
             g.repair = Some(details);
@@ -220,6 +228,16 @@ async fn repair_inner(
             details,
         ));
     }
+    if !filtered.refused.is_empty() {
+        return Ok((
+            Outcome::PatchError,
+            format!(
+                "the patch may only create, change or delete regular files under src/: {}",
+                filtered.refused.join("; ")
+            ),
+            details,
+        ));
+    }
     if filtered.applied.is_empty() && filtered.dropped.iter().any(|d| d.contains("binary")) {
         return Ok((
             Outcome::PatchError,
@@ -237,15 +255,19 @@ async fn repair_inner(
         ));
     }
     let pristine = &ctx.prepared.stamp.agent.workspace;
+    let files = bench.files();
     for path in &filtered.applied {
         let original = std::fs::read_to_string(pristine.join(path)).unwrap_or_default();
-        let patched_path = bench.workspace.join(path);
-        let patched = std::fs::read_to_string(&patched_path).unwrap_or_default();
+        let patched = if files.is_file(path) {
+            files.read_to_string(path)?
+        } else {
+            String::new()
+        };
         let changed = check_tests_kept(&original, &patched);
         if changed.is_empty() {
             details.applied_files.push(path.clone());
         } else if let Some(restored) = restore_tests(&original, &patched) {
-            std::fs::write(&patched_path, restored)?;
+            files.write(path, restored.as_bytes())?;
             details.applied_files.push(path.clone());
             details.dropped.push(format!(
                 "{path}: changes to existing tests ({}) were dropped, the rest of the file kept",
@@ -253,9 +275,9 @@ async fn repair_inner(
             ));
         } else {
             if pristine.join(path).exists() {
-                std::fs::write(&patched_path, &original)?;
+                files.write(path, original.as_bytes())?;
             } else {
-                std::fs::remove_file(&patched_path)?;
+                files.remove_file(path)?;
             }
             details.dropped.push(format!(
                 "{path}: changes existing tests ({}), so the file was kept as it was",
@@ -361,6 +383,18 @@ async fn repair_inner(
     ))
 }
 
+/// Whether the templates a grade copied still match their manifest after it: a verdict stands
+/// only then (the check before the copy is in [`Workbench::new`]), so no change made during the
+/// grade, by whatever process, can hide behind one.
+fn still_intact(ctx: &GradeContext<'_>, kinds: &[TemplateKind]) -> Result<()> {
+    for kind in kinds {
+        ctx.prepared
+            .check(*kind)
+            .context("after grading, the templates no longer matched their manifest")?;
+    }
+    Ok(())
+}
+
 /// The crate's own test targets that the regression run needs.
 fn regression_targets(case: &Case) -> Vec<BuildTarget> {
     let mut targets = vec![BuildTarget::Lib];
@@ -390,7 +424,18 @@ async fn build_regression(
         let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path)) else {
             continue;
         };
-        swapped |= bench.take_tests_from(path, &reference)?;
+        match bench.take_tests_from(path, &reference) {
+            Ok(changed) => swapped |= changed,
+            // Code the oracle ran left something other than a regular file there: that is the
+            // submission's doing, so the failed build stands.
+            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(is_refusal) => {
+                return Ok(Err((
+                    Outcome::BuildError,
+                    format!("{first_error}\n\n{e:#}"),
+                )));
+            }
+            Err(e) => return Err(e),
+        }
     }
     if !swapped {
         return Ok(Err((Outcome::BuildError, first_error.clone())));
@@ -498,7 +543,12 @@ pub async fn grade_reproduction(
             return Ok(conclude(g, Outcome::Illegal, reason, started));
         }
     };
-    match reproduction_inner(ctx, test_file, opts, details, unreadable).await {
+    let graded = reproduction_inner(ctx, test_file, opts, details, unreadable)
+        .await
+        .and_then(|verdict| {
+            still_intact(ctx, &[TemplateKind::Agent, TemplateKind::Grading]).map(|()| verdict)
+        });
+    match graded {
         Ok((outcome, reason, details)) => {
             g.reproduction = Some(details);
             Ok(conclude(g, outcome, reason, started))

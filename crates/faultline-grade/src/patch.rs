@@ -2,8 +2,11 @@
 //!
 //! A repair is a change to the crate's source files. Everything else a patch touches is dropped
 //! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, the in-crate
-//! oracle's location, and binary changes. After the patch is applied, source files whose existing
-//! tests it changed or removed are put back as they were (see [`check_tests_kept`]).
+//! oracle's location, and binary changes. A change to a source file may only create, change or
+//! delete a regular file there: a section that would make a symbolic link or any other kind of
+//! file, change a file's mode, or rename or copy a file into or out of `src/` is refused, and
+//! the whole patch with it (see [`refusal`]). After the patch is applied, source files whose
+//! existing tests it changed or removed are put back as they were (see [`check_tests_kept`]).
 
 use crate::workbench::IN_CRATE_MODULE;
 use faultline_corpus::gold::is_source_path;
@@ -91,6 +94,72 @@ pub struct Filtered {
     pub applied: Vec<String>,
     /// `path: reason` for every dropped section.
     pub dropped: Vec<String>,
+    /// `path: reason` for every refused section; any makes the patch a `patch_error`.
+    pub refused: Vec<String>,
+}
+
+/// A path a repair may write: a source file, but not the in-crate oracle's location.
+fn writable(path: &str) -> bool {
+    is_source_path(path) && path != format!("src/{IN_CRATE_MODULE}.rs")
+}
+
+/// The mode of a regular file as git writes it; an executable one is `100755`.
+const REGULAR: &str = "100644";
+
+/// Why a section that changes a source file must not be applied, if it must not: it asks for
+/// something other than creating, changing or deleting a regular file under `src/`. Those are a
+/// symbolic link or any other kind of file (git modes `120000`, `160000`, ...), an executable,
+/// a change of mode, or a rename or copy whose other side is not a source file. Every name the
+/// section gives (git's header, `---`/`+++`, `rename`/`copy` lines) must be a source file too.
+pub fn refusal(section: &FilePatch) -> Option<String> {
+    let what = |mode: &str| match mode {
+        "120000" => "a symbolic link".to_string(),
+        "160000" => "a submodule".to_string(),
+        "100755" => "an executable file".to_string(),
+        other => format!("a file of mode {other}"),
+    };
+    let regular = |mode: &str| mode == REGULAR || mode == "100755";
+    let mut names = Vec::new();
+    for line in section.text.lines().map(str::trim_end) {
+        if line.starts_with("@@") {
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            if let Some((a, b)) = rest.split_once(" b/") {
+                names.push(a.strip_prefix("a/").unwrap_or(a).to_string());
+                names.push(b.to_string());
+            }
+        } else if let Some(side) = line
+            .strip_prefix("--- ")
+            .or_else(|| line.strip_prefix("+++ "))
+        {
+            names.extend(strip_side(side));
+        } else if line.starts_with("old mode ") || line.starts_with("new mode ") {
+            return Some("changes a file's mode".into());
+        } else if let Some(mode) = line.strip_prefix("new file mode ") {
+            if mode != REGULAR {
+                return Some(format!("creates {}", what(mode)));
+            }
+        } else if let Some(mode) = line.strip_prefix("deleted file mode ") {
+            if !regular(mode) {
+                return Some(format!("deletes {}", what(mode)));
+            }
+        } else if let Some(name) = ["rename from ", "rename to ", "copy from ", "copy to "]
+            .iter()
+            .find_map(|k| line.strip_prefix(k))
+        {
+            names.push(name.to_string());
+        } else if let Some((_, mode)) = line
+            .strip_prefix("index ")
+            .and_then(|rest| rest.split_once(' '))
+            && !regular(mode)
+        {
+            return Some(format!("changes {}", what(mode)));
+        }
+    }
+    names.iter().find(|n| !writable(n)).map(|n| {
+        format!("also names {n}, which is not a source file (renames and copies stay in src/)")
+    })
 }
 
 /// Keeps the sections that change the crate's source files.
@@ -107,6 +176,9 @@ pub fn filter_patch(patch: &str) -> Filtered {
             Some(
                 "not a source file (tests, manifests, build scripts and lockfiles are not part of a repair)",
             )
+        } else if let Some(why) = refusal(&section) {
+            out.refused.push(format!("{}: {why}", section.path));
+            continue;
         } else if !section.text.contains("\n@@") && !section.text.starts_with("@@") {
             Some("no change hunks")
         } else {
@@ -316,6 +388,48 @@ diff --git a/src/logo.png b/src/logo.png\nGIT binary patch\nliteral 3\nabc\n";
         let f = filter_patch(p);
         assert_eq!(f.applied, ["src/a.rs"]);
         assert_eq!(f.dropped.len(), 1);
+    }
+
+    #[test]
+    fn only_regular_files_under_src_may_be_made() {
+        let refused = |p: &str| filter_patch(p).refused;
+        let symlink = "diff --git a/src/lib.rs b/src/lib.rs\ndeleted file mode 100644\n--- a/src/lib.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n\
+diff --git a/src/lib.rs b/src/lib.rs\nnew file mode 120000\n--- /dev/null\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n";
+        let f = filter_patch(symlink);
+        assert_eq!(f.refused, ["src/lib.rs: creates a symbolic link"]);
+        assert_eq!(f.applied, ["src/lib.rs"], "the deletion alone would apply");
+        let changed_link = "diff --git a/src/l.rs b/src/l.rs\nindex 1111111..2222222 120000\n--- a/src/l.rs\n+++ b/src/l.rs\n@@ -1 +1 @@\n-/a\n+/b\n";
+        assert_eq!(refused(changed_link), ["src/l.rs: changes a symbolic link"]);
+        let mode = "diff --git a/src/lib.rs b/src/lib.rs\nold mode 100644\nnew mode 100755\n";
+        assert_eq!(refused(mode), ["src/lib.rs: changes a file's mode"]);
+        let executable = "diff --git a/src/x.rs b/src/x.rs\nnew file mode 100755\n--- /dev/null\n+++ b/src/x.rs\n@@ -0,0 +1 @@\n+x\n";
+        assert_eq!(
+            refused(executable),
+            ["src/x.rs: creates an executable file"]
+        );
+        let into_src = "diff --git a/tests/t.rs b/src/t.rs\nsimilarity index 90%\nrename from tests/t.rs\nrename to src/t.rs\n--- a/tests/t.rs\n+++ b/src/t.rs\n@@ -1 +1 @@\n-a\n+b\n";
+        let r = refused(into_src);
+        assert_eq!(r.len(), 1);
+        assert!(
+            r[0].contains("tests/t.rs, which is not a source file"),
+            "{r:?}"
+        );
+        let out_of_src = "diff --git a/src/a.rs b/src/faultline_oracle.rs\ncopy from src/a.rs\ncopy to src/faultline_oracle.rs\n";
+        assert_eq!(filter_patch(out_of_src).applied, Vec::<String>::new());
+        let crlf = "diff --git a/src/y.rs b/src/y.rs\r\nnew file mode 100644\r\n--- /dev/null\r\n+++ b/src/y.rs\r\n@@ -0,0 +1 @@\r\n+y\r\n";
+        assert!(refused(crlf).is_empty());
+
+        // Within src/, renames and deletions of regular files are repairs like any other.
+        let within = "diff --git a/src/a.rs b/src/b.rs\nsimilarity index 90%\nrename from src/a.rs\nrename to src/b.rs\n--- a/src/a.rs\n+++ b/src/b.rs\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(filter_patch(within).applied, ["src/b.rs"]);
+        let gone = "diff --git a/src/a.rs b/src/a.rs\ndeleted file mode 100755\n--- a/src/a.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n";
+        assert_eq!(filter_patch(gone).applied, ["src/a.rs"]);
+        // Outside src/ nothing is applied anyway: a link or a mode there is only dropped.
+        let outside = "diff --git a/tests/l.rs b/tests/l.rs\nnew file mode 120000\n--- /dev/null\n+++ b/tests/l.rs\n@@ -0,0 +1 @@\n+/etc/passwd\n\
+diff --git a/build.rs b/build.rs\nold mode 100644\nnew mode 100755\n";
+        let f = filter_patch(outside);
+        assert!(f.refused.is_empty() && f.applied.is_empty(), "{f:?}");
+        assert_eq!(f.dropped.len(), 2);
     }
 
     const ORIGINAL: &str = "fn merge() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn a() { assert!(true); }\n}\n";

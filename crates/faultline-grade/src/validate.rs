@@ -6,7 +6,9 @@ use crate::libtest::RunVerdict;
 use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
-use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, TreeDiff, prepare};
+use faultline_corpus::{
+    Case, DataDir, PrepareOptions, PreparedCase, TemplateKind, TreeDiff, prepare,
+};
 use faultline_sandbox::Toolchain;
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
@@ -113,6 +115,9 @@ pub async fn validate_case(
         opts.k,
     )
     .await?;
+    // Each variant's workbench checked the template before copying it; the report stands only
+    // if it is still intact after both.
+    prepared.check(TemplateKind::Grading)?;
     for (name, v) in [("buggy", &buggy), ("gold", &gold_result)] {
         if let Some(e) = &v.build_error {
             report.problems.push(format!(

@@ -1,18 +1,19 @@
 //! A workbench is a fresh copy of a case's grading template, never an agent's workspace: a
 //! patch is applied to it, the hidden oracle is put in, and tests are built and run in the
-//! sandbox, offline.
+//! sandbox, offline. The template is checked against its manifest before it is copied, and every
+//! host-side edit of the copy goes through [`Confined`], which follows no link.
 
 use crate::libtest::{self, RunVerdict, TestReport};
 use crate::patch::{check_tests_kept, restore_tests};
 use anyhow::{Context, Result, bail};
+use faultline_corpus::confined::Confined;
 use faultline_corpus::workspace::{
-    GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_libraries, crates_independent_of,
+    GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_outputs,
 };
-use faultline_corpus::{Case, DataDir, PreparedCase};
+use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
 use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
-use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,6 +86,7 @@ pub struct Workbench {
     pub workspace: PathBuf,
     /// The oracle package copy on the host (external oracles).
     pub oracle: Option<PathBuf>,
+    files: Confined,
     sandbox: Sandbox,
     kind: OracleKind,
 }
@@ -97,7 +99,7 @@ impl Workbench {
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, &prepared.stamp.grade, data, toolchain, true)
+        Workbench::from_template(case, prepared, TemplateKind::Grading, data, toolchain)
     }
 
     /// Copies the agent template of a prepared case: no oracle, and a build cache that never saw
@@ -108,31 +110,27 @@ impl Workbench {
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, &prepared.stamp.agent, data, toolchain, false)
+        Workbench::from_template(case, prepared, TemplateKind::Agent, data, toolchain)
     }
 
-    /// `share_libraries` links the dependencies' compiled libraries instead of copying them (see
-    /// [`copy_sharing_libraries`]); only for the grading template, which no agent workspace is
-    /// copied from, so the read-only files never reach an agent, and only when sandboxes run as
-    /// the dedicated identity, which cannot make a shared file writable again.
+    /// Checks the template against its manifest (a damaged one is an error naming what
+    /// differs), then copies it. The grading template's shared build outputs become links to
+    /// their read-only mount (see [`copy_sharing_outputs`]).
     fn from_template(
         case: &Case,
-        template: &faultline_corpus::Template,
+        prepared: &PreparedCase,
+        kind: TemplateKind,
         data: &DataDir,
         toolchain: &Toolchain,
-        share_libraries: bool,
     ) -> Result<Workbench> {
+        prepared.check(kind)?;
+        let template = prepared.template(kind);
         let dir = tempfile::Builder::new()
             .prefix("bench-")
             .tempdir_in(data.scratch()?)?;
         let workspace = dir.path().join("workspace");
-        if share_libraries && faultline_sandbox::identity::dedicated_user().is_ok() {
-            let locks: Vec<PathBuf> = std::iter::once(template.workspace.join("Cargo.lock"))
-                .chain(template.oracle.iter().map(|o| o.join("Cargo.lock")))
-                .filter(|l| l.is_file())
-                .collect();
-            let shared = crates_independent_of(case.manifest.source.crate_name(), &locks)?;
-            copy_sharing_libraries(&template.workspace, &workspace, &shared)
+        if template.shared.is_some() {
+            copy_sharing_outputs(&template.workspace, &workspace, &prepared.shared_outputs())
                 .context("copying the grading template")?;
         } else {
             copy_preserving(&template.workspace, &workspace)?;
@@ -148,12 +146,18 @@ impl Workbench {
         let sandbox =
             Sandbox::new(template.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
         Ok(Workbench {
+            files: Confined::open(&workspace)?,
             _dir: dir,
             workspace,
             oracle,
             sandbox,
             kind: case.manifest.oracle.kind,
         })
+    }
+
+    /// The crate copy's files, for host-side edits that follow no link.
+    pub fn files(&self) -> &Confined {
+        &self.files
     }
 
     /// The sandbox over this workbench.
@@ -163,29 +167,7 @@ impl Workbench {
 
     /// Applies a unified diff with `git apply`; the error is git's explanation.
     pub fn apply_patch(&self, patch: &str) -> Result<(), String> {
-        if patch.trim().is_empty() {
-            return Ok(());
-        }
-        let mut child = Command::new("git")
-            .args(["apply", "--whitespace=nowarn", "-p1", "-"])
-            .current_dir(&self.workspace)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(patch.as_bytes())
-            .map_err(|e| e.to_string())?;
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        apply_patch(&self.workspace, patch)
     }
 
     /// Puts an in-crate oracle into the crate: the module file, and a `#[cfg(test)]` line at the
@@ -194,17 +176,18 @@ impl Workbench {
         if self.kind != OracleKind::InCrate {
             return Ok(());
         }
-        let lib_root = lib_root(&self.workspace)?;
+        let lib_root = lib_root(&self.files)?;
         let module_file = lib_root
             .parent()
             .context("library root has no directory")?
             .join(format!("{IN_CRATE_MODULE}.rs"));
-        fs::copy(case.oracle_dir().join("oracle.rs"), &module_file)
-            .context("copying the oracle module")?;
-        let mut root = fs::OpenOptions::new().append(true).open(&lib_root)?;
-        write!(
-            root,
-            "\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n"
+        let module = std::fs::read(case.oracle_dir().join("oracle.rs"))
+            .context("reading the oracle module")?;
+        self.files.write(&module_file, &module)?;
+        self.files.append(
+            &lib_root,
+            format!("\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n")
+                .as_bytes(),
         )?;
         Ok(())
     }
@@ -212,15 +195,14 @@ impl Workbench {
     /// Gives the workbench's copy of `path` the test items of `reference` (another version of
     /// that file), keeping the rest of it; whether the file changed.
     pub fn take_tests_from(&self, path: &str, reference: &str) -> Result<bool> {
-        let file = self.workspace.join(path);
-        let current = fs::read_to_string(&file)?;
+        let current = self.files.read_to_string(path)?;
         if check_tests_kept(reference, &current).is_empty() {
             return Ok(false);
         }
         let Some(text) = restore_tests(reference, &current) else {
             return Ok(false);
         };
-        fs::write(&file, text)?;
+        self.files.write(path, text.as_bytes())?;
         Ok(true)
     }
 
@@ -232,45 +214,38 @@ impl Workbench {
             .oracle
             .as_ref()
             .context("this case has no external oracle package")?;
-        let tests = oracle.join("tests");
-        let mut stems = Vec::new();
-        if tests.exists() {
-            for entry in fs::read_dir(&tests)? {
-                let path = entry?.path();
-                if let Some(stem) = path.file_stem() {
-                    stems.push(stem.to_string_lossy().replace('-', "_"));
-                }
-            }
-            fs::remove_dir_all(&tests)?;
-        }
-        let package = oracle_package_name(oracle)?;
-        let debug = self.workspace.join("target").join("debug");
+        let oracle_files = Confined::open(oracle)?;
+        let stems: Vec<String> = oracle_files
+            .read_dir("tests")?
+            .iter()
+            .map(|e| {
+                let stem = Path::new(&e.name).file_stem().unwrap_or_default();
+                stem.to_string_lossy().replace('-', "_")
+            })
+            .collect();
+        oracle_files.remove_dir_all("tests")?;
+        let package = oracle_package_name(&oracle_files)?;
+        let debug = Path::new("target/debug");
         for (dir, prefixes) in [
             (debug.join("deps"), stems.clone()),
             (debug.join("incremental"), stems),
             (debug.join(".fingerprint"), vec![package]),
         ] {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries {
-                let entry = entry?;
-                let file_name = entry.file_name().to_string_lossy().into_owned();
+            for entry in self.files.read_dir(&dir)? {
                 if prefixes
                     .iter()
-                    .any(|p| file_name.starts_with(&format!("{p}-")))
+                    .any(|p| entry.name.starts_with(&format!("{p}-")))
                 {
-                    let path = entry.path();
-                    if entry.file_type()?.is_dir() {
-                        fs::remove_dir_all(&path)?;
+                    let path = dir.join(&entry.name);
+                    if entry.is_dir {
+                        self.files.remove_dir_all(&path)?;
                     } else {
-                        fs::remove_file(&path)?;
+                        self.files.remove_file(&path)?;
                     }
                 }
             }
         }
-        fs::create_dir_all(&tests)?;
-        fs::write(tests.join(format!("{name}.rs")), contents)?;
+        oracle_files.write(format!("tests/{name}.rs"), contents.as_bytes())?;
         Ok(())
     }
 
@@ -360,16 +335,21 @@ impl Workbench {
         Ok(test_run(sandbox.exec(&req).await?))
     }
 
-    /// The host path of a path inside this workbench's sandbox.
+    /// The host path of a regular file inside this workbench's sandbox; a link there (which
+    /// bubblewrap would follow on the host when mounting it) is refused.
     fn host_path(&self, guest: &str) -> Result<PathBuf> {
         let guest = Path::new(guest);
-        if let Ok(rest) = guest.strip_prefix(GUEST_WORKSPACE) {
-            return Ok(self.workspace.join(rest));
+        let (root, rest) = if let Ok(rest) = guest.strip_prefix(GUEST_WORKSPACE) {
+            (&self.workspace, rest)
+        } else if let (Ok(rest), Some(oracle)) = (guest.strip_prefix(GUEST_ORACLE), &self.oracle) {
+            (oracle, rest)
+        } else {
+            bail!("{} is outside the workbench", guest.display())
+        };
+        if !Confined::open(root)?.is_file(rest) {
+            bail!("{} is not a regular file of the workbench", guest.display());
         }
-        if let (Ok(rest), Some(oracle)) = (guest.strip_prefix(GUEST_ORACLE), &self.oracle) {
-            return Ok(oracle.join(rest));
-        }
-        bail!("{} is outside the workbench", guest.display())
+        Ok(root.join(rest))
     }
 }
 
@@ -419,9 +399,44 @@ fn test_run(out: ExecOutput) -> TestRun {
     }
 }
 
-/// The library root file of the crate at `dir` (`[lib] path`, or `src/lib.rs`).
-pub fn lib_root(dir: &Path) -> Result<PathBuf> {
-    let manifest: toml::Table = fs::read_to_string(dir.join("Cargo.toml"))?
+/// Applies a unified diff to the tree at `dir` with `git apply`; the error is git's explanation.
+/// git refuses paths that leave the tree or pass through a symbolic link. It looks for no
+/// repository above `dir` (one would change what the paths are relative to) and reads no
+/// system or user configuration.
+pub fn apply_patch(dir: &Path, patch: &str) -> Result<(), String> {
+    if patch.trim().is_empty() {
+        return Ok(());
+    }
+    let ceiling = dir.parent().unwrap_or(dir);
+    let mut child = Command::new("git")
+        .args(["apply", "--whitespace=nowarn", "-p1", "-"])
+        .current_dir(dir)
+        .env("GIT_CEILING_DIRECTORIES", ceiling)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(patch.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// The library root file of the crate in `dir` (`[lib] path`, or `src/lib.rs`), relative to it.
+pub fn lib_root(dir: &Confined) -> Result<PathBuf> {
+    let manifest: toml::Table = dir
+        .read_to_string("Cargo.toml")?
         .parse()
         .context("parsing Cargo.toml")?;
     let rel = manifest
@@ -429,11 +444,10 @@ pub fn lib_root(dir: &Path) -> Result<PathBuf> {
         .and_then(|l| l.get("path"))
         .and_then(|p| p.as_str())
         .unwrap_or("src/lib.rs");
-    let path = dir.join(rel);
-    if !path.is_file() {
+    if !dir.is_file(rel) {
         bail!("the crate has no library root at {rel}");
     }
-    Ok(path)
+    Ok(PathBuf::from(rel))
 }
 
 /// Test executables from cargo's JSON messages.
@@ -453,8 +467,9 @@ fn executables(messages: &str, cwd: &str) -> Vec<TestBinary> {
 }
 
 /// The package name in an external oracle's `Cargo.toml`.
-fn oracle_package_name(oracle: &Path) -> Result<String> {
-    let manifest: toml::Table = fs::read_to_string(oracle.join("Cargo.toml"))?
+fn oracle_package_name(oracle: &Confined) -> Result<String> {
+    let manifest: toml::Table = oracle
+        .read_to_string("Cargo.toml")?
         .parse()
         .context("parsing the oracle's Cargo.toml")?;
     manifest
@@ -463,4 +478,55 @@ fn oracle_package_name(oracle: &Path) -> Result<String> {
         .and_then(|n| n.as_str())
         .map(str::to_string)
         .context("the oracle's Cargo.toml names no package")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// A workbench-like tree whose `src/inner` is a link to a directory outside it.
+    fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let bench = d.path().join("bench/workspace");
+        let outside = d.path().join("outside");
+        fs::create_dir_all(bench.join("src")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(bench.join("src/lib.rs"), "a\n").unwrap();
+        fs::write(outside.join("x.rs"), "host\n").unwrap();
+        std::os::unix::fs::symlink(&outside, bench.join("src/inner")).unwrap();
+        (d, bench, outside)
+    }
+
+    #[test]
+    fn git_apply_writes_nothing_beyond_a_link() {
+        let (_d, bench, outside) = tree();
+        let through = "diff --git a/src/inner/x.rs b/src/inner/x.rs\n--- a/src/inner/x.rs\n+++ b/src/inner/x.rs\n@@ -1 +1 @@\n-host\n+pwned\n";
+        let err = apply_patch(&bench, through).unwrap_err();
+        assert!(err.contains("beyond a symbolic link"), "{err}");
+        let made_then_used = "diff --git a/src/out b/src/out\nnew file mode 120000\n--- /dev/null\n+++ b/src/out\n@@ -0,0 +1 @@\n+../../../outside\n\\ No newline at end of file\n\
+diff --git a/src/out/y.rs b/src/out/y.rs\nnew file mode 100644\n--- /dev/null\n+++ b/src/out/y.rs\n@@ -0,0 +1 @@\n+pwned\n";
+        assert!(apply_patch(&bench, made_then_used).is_err());
+        let escape = "diff --git a/../outside/x.rs b/../outside/x.rs\n--- a/../outside/x.rs\n+++ b/../outside/x.rs\n@@ -1 +1 @@\n-host\n+pwned\n";
+        assert!(apply_patch(&bench, escape).is_err());
+        assert_eq!(fs::read_to_string(outside.join("x.rs")).unwrap(), "host\n");
+        assert!(!outside.join("y.rs").exists());
+        let fine = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-a\n+b\n";
+        apply_patch(&bench, fine).unwrap();
+        assert_eq!(fs::read_to_string(bench.join("src/lib.rs")).unwrap(), "b\n");
+    }
+
+    #[test]
+    fn the_library_root_is_found_without_following_links() {
+        let (_d, bench, _) = tree();
+        fs::write(bench.join("Cargo.toml"), "[package]\nname = \"k\"\n").unwrap();
+        let files = Confined::open(&bench).unwrap();
+        assert_eq!(lib_root(&files).unwrap(), Path::new("src/lib.rs"));
+        fs::write(
+            bench.join("Cargo.toml"),
+            "[package]\nname = \"k\"\n[lib]\npath = \"src/inner/x.rs\"\n",
+        )
+        .unwrap();
+        assert!(lib_root(&files).is_err());
+    }
 }

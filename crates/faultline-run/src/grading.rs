@@ -1,14 +1,21 @@
-//! Grading a stored submission, through a cache keyed by case, track, submission and oracle
-//! version, so re-grading a run or grading a repeated submission costs nothing.
+//! Grading a stored submission, through a cache of verdicts about submissions, so re-grading a
+//! run or grading a repeated submission costs nothing.
+//!
+//! A cached grade is served only for exactly the inputs it was made from: the case (its id and
+//! the hash of its files), the track, the submission, the grading rules and settings, the
+//! template it was graded on (the hash of its manifest), the toolchain (`rustc -vV`) and the
+//! sandbox's protections. And only a verdict about the submission is kept: an outcome the
+//! environment may have caused is graded again every time (see [`verdict_about_submission`]).
 
 use anyhow::Result;
 use faultline_agent::Submission;
-use faultline_corpus::{DataDir, PreparedCase};
+use faultline_corpus::workspace::toolchain_version;
+use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_grade::grader::case_hash;
 use faultline_grade::{
     GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
 };
-use faultline_sandbox::Toolchain;
+use faultline_sandbox::{Protections, Toolchain};
 use faultline_schema::grade::GRADE_SCHEMA_VERSION;
 use faultline_schema::{Grade, Outcome, Track};
 use sha2::{Digest, Sha256};
@@ -19,10 +26,105 @@ pub fn cache_dir(data: &DataDir) -> PathBuf {
     data.root.join("grade-cache")
 }
 
+/// What a grade depends on besides the case, the submission and the grading settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GradeEnvironment {
+    /// The toolchain's `rustc -vV`.
+    pub toolchain: String,
+    /// The protections a grading sandbox runs under here (`Protections`' text): a verdict made
+    /// under weaker ones is not served where stronger ones hold.
+    pub protections: String,
+    /// SHA-256 of the prepared case's manifest: a rebuilt template is another environment.
+    pub template: String,
+}
+
+impl GradeEnvironment {
+    /// The environment grades of a prepared case get on this machine.
+    pub fn of(prepared: &PreparedCase, toolchain: &Toolchain) -> Result<GradeEnvironment> {
+        let grading = prepared.template(TemplateKind::Grading);
+        // What a workbench's sandbox gets, asked without building one: building a sandbox
+        // hands its writable mounts (here, the template) to the sandbox's identity.
+        let protections = Protections::for_spec(&grading.sandbox_spec(
+            toolchain,
+            &grading.workspace,
+            grading.oracle.as_deref(),
+        ));
+        Ok(GradeEnvironment {
+            toolchain: toolchain_version(toolchain)?,
+            protections: protections.to_string(),
+            template: prepared.manifest.sha256(),
+        })
+    }
+}
+
+/// The cache key of a grade: a hash of everything the verdict depends on.
+pub fn cache_key(
+    case: &Case,
+    track: Track,
+    submission: &str,
+    opts: &GradeOptions,
+    env: &GradeEnvironment,
+) -> Result<String> {
+    let mut h = Sha256::new();
+    let fields = [
+        format!("grade-v{GRADE_SCHEMA_VERSION}"),
+        format!("rules-v{}", faultline_grade::grader::GRADER_VERSION),
+        env!("CARGO_PKG_VERSION").to_string(),
+        case.id().to_string(),
+        case_hash(case)?,
+        track.to_string(),
+        opts.robustness_seeds.to_string(),
+        opts.reproduction_k.to_string(),
+        env.template.clone(),
+        env.toolchain.clone(),
+        env.protections.clone(),
+    ];
+    for field in fields {
+        // Length-prefixed, so no two different field lists hash the same text.
+        h.update(format!("{}:{field}|", field.len()));
+    }
+    h.update(submission.as_bytes());
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Whether a grade is a verdict about the submission alone, and so may be cached. Not so:
+/// `infra_error`; `build_error` and `does_not_compile`, and `fail_regression` when the
+/// regression tests did not build (a build fails as readily from a damaged template or
+/// toolchain as from the patch); `timeout`; and a repair whose oracle crashed or ran out of
+/// time, which a resource limit or the out-of-memory killer can cause. Outcomes added later are
+/// not cached until they are listed here.
+pub fn verdict_about_submission(grade: &Grade) -> bool {
+    let oracle = grade
+        .repair
+        .as_ref()
+        .and_then(|r| r.oracle.as_deref())
+        .unwrap_or_default();
+    match grade.outcome {
+        Outcome::FailRegression => grade
+            .repair
+            .as_ref()
+            .is_some_and(|r| r.regression_passed.is_some()),
+        Outcome::FailOracle => !matches!(oracle, "crash" | "timeout"),
+        Outcome::Pass
+        | Outcome::FailRobustness
+        | Outcome::PatchError
+        | Outcome::Scored
+        | Outcome::Valid
+        | Outcome::FailsOnBoth
+        | Outcome::PassesOnBoth
+        | Outcome::Flaky
+        | Outcome::Illegal
+        | Outcome::InvalidSubmission => true,
+        Outcome::BuildError | Outcome::DoesNotCompile | Outcome::Timeout | Outcome::InfraError => {
+            false
+        }
+    }
+}
+
 /// Grades a submission, reusing a cached grade of the same inputs unless `use_cache` is false.
 #[allow(clippy::too_many_arguments)]
 pub async fn grade_submission(
-    case: &faultline_corpus::Case,
+    case: &Case,
     prepared: &PreparedCase,
     data: &DataDir,
     toolchain: &Toolchain,
@@ -41,23 +143,21 @@ pub async fn grade_submission(
         };
         return no_submission(&ctx, trial_id, track);
     };
-    let key = {
-        let mut h = Sha256::new();
-        h.update(format!(
-            "grade-v{GRADE_SCHEMA_VERSION}|rules-v{}|{}|{}|{track}|{}|{}|{}|",
-            faultline_grade::grader::GRADER_VERSION,
-            env!("CARGO_PKG_VERSION"),
-            case.id(),
-            case_hash(case)?,
-            opts.robustness_seeds,
-            opts.reproduction_k
-        ));
-        h.update(text.as_bytes());
-        hex::encode(h.finalize())
+    // Without its environment a grade cannot be keyed; the grader then reports the problem.
+    let cached = match GradeEnvironment::of(prepared, toolchain) {
+        Ok(env) => Some(cache_dir(data).join(format!(
+            "{}.json",
+            cache_key(case, track, text, opts, &env)?
+        ))),
+        Err(e) => {
+            tracing::warn!("{}: grading without the cache: {e:#}", case.id());
+            None
+        }
     };
-    let cached = cache_dir(data).join(format!("{key}.json"));
     if use_cache
-        && let Ok(mut g) = faultline_schema::io::read_json::<Grade>(&cached, "cached grade")
+        && let Some(cached) = &cached
+        && let Ok(mut g) = faultline_schema::io::read_json::<Grade>(cached, "cached grade")
+        && verdict_about_submission(&g)
     {
         g.trial_id = trial_id.to_string();
         return Ok(g);
@@ -73,8 +173,10 @@ pub async fn grade_submission(
         Track::Repair => grade_repair(&ctx, trial_id, text, opts).await?,
         Track::Reproduce => grade_reproduction(&ctx, trial_id, text, opts).await?,
     };
-    if grade.outcome != Outcome::InfraError {
-        faultline_schema::io::write_json_atomic(&cached, &grade)?;
+    if let Some(cached) = &cached
+        && verdict_about_submission(&grade)
+    {
+        faultline_schema::io::write_json_atomic(cached, &grade)?;
     }
     Ok(grade)
 }
@@ -99,4 +201,122 @@ fn no_submission(ctx: &GradeContext, trial_id: &str, track: Track) -> Result<Gra
         graded_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         wall_secs: 0.0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline_schema::grade::{GradeInputs, RepairDetails};
+
+    fn grade(outcome: Outcome, repair: Option<RepairDetails>) -> Grade {
+        Grade {
+            schema_version: GRADE_SCHEMA_VERSION,
+            trial_id: "t".into(),
+            case_id: "c".into(),
+            track: Track::Repair,
+            outcome,
+            reason: String::new(),
+            score: None,
+            diagnosis: None,
+            repair,
+            reproduction: None,
+            inputs: GradeInputs {
+                submission_sha256: String::new(),
+                case_sha256: String::new(),
+                faultline_version: String::new(),
+            },
+            graded_at: String::new(),
+            wall_secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn only_verdicts_about_the_submission_are_cached() {
+        let ran = |oracle: &str, regression: Option<u32>| RepairDetails {
+            oracle: Some(oracle.into()),
+            regression_passed: regression,
+            ..Default::default()
+        };
+        for (outcome, repair) in [
+            (Outcome::Pass, Some(ran("pass", Some(3)))),
+            (Outcome::FailOracle, Some(ran("fail", None))),
+            (Outcome::FailRegression, Some(ran("pass", Some(2)))),
+            (Outcome::PatchError, Some(RepairDetails::default())),
+            (Outcome::Valid, None),
+            (Outcome::Scored, None),
+        ] {
+            assert!(
+                verdict_about_submission(&grade(outcome, repair)),
+                "{outcome:?}"
+            );
+        }
+        for (outcome, repair) in [
+            (Outcome::BuildError, Some(RepairDetails::default())),
+            (Outcome::Timeout, Some(ran("timeout", None))),
+            (Outcome::InfraError, None),
+            (Outcome::DoesNotCompile, None),
+            (Outcome::FailRegression, Some(ran("pass", None))),
+            (Outcome::FailOracle, Some(ran("crash", None))),
+        ] {
+            assert!(
+                !verdict_about_submission(&grade(outcome, repair)),
+                "{outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_key_changes_with_every_input_of_the_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let case = faultline_corpus::fixtures::fixture_case(dir.path(), "toy-key", |_| {}).unwrap();
+        let env = GradeEnvironment {
+            toolchain: "rustc 1.95.0".into(),
+            protections: "network isolation: active".into(),
+            template: "aa".into(),
+        };
+        let opts = GradeOptions::default();
+        let key = |env: &GradeEnvironment, opts: &GradeOptions, text: &str| {
+            cache_key(&case, Track::Repair, text, opts, env).unwrap()
+        };
+        let base = key(&env, &opts, "patch");
+        assert_eq!(base, key(&env, &opts, "patch"));
+        let others = [
+            key(&env, &opts, "patch2"),
+            key(
+                &GradeEnvironment {
+                    template: "bb".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &GradeEnvironment {
+                    toolchain: "rustc 1.96.0".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &GradeEnvironment {
+                    protections: "network isolation: off".into(),
+                    ..env.clone()
+                },
+                &opts,
+                "patch",
+            ),
+            key(
+                &env,
+                &GradeOptions {
+                    robustness_seeds: 1,
+                    ..opts.clone()
+                },
+                "patch",
+            ),
+        ];
+        for other in others {
+            assert_ne!(base, other);
+        }
+    }
 }

@@ -4,7 +4,8 @@
 use crate::Env;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use faultline_corpus::{Case, PrepareOptions, prepare};
+use faultline_corpus::manifest::Depth;
+use faultline_corpus::{Case, PrepareOptions, TemplateKind, prepare};
 use faultline_grade::workbench::{BuildTarget, IN_CRATE_MODULE, Workbench};
 use faultline_grade::{GradeContext, GradeOptions, grade_repair};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
@@ -39,6 +40,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// The manifest checks every grade makes of the grading template (before the copy and after
+    /// the verdict), against a warm grade of the gold repair; and once, the content check that
+    /// `prepare` makes.
+    Template {
+        /// The case id.
+        case: String,
+        /// Repetitions.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -69,7 +80,14 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             let opts = PrepareOptions::default();
             let prepared = prepare(&case, &env.data, &toolchain, &opts).await?;
             let agent = &prepared.stamp.agent;
-            let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &agent.workspace, None))?;
+            // The baseline builds in a copy: a build in the template itself would be a writer
+            // its manifest check could not tell from damage.
+            let copy = tempfile::Builder::new()
+                .prefix("bench-")
+                .tempdir_in(env.data.scratch()?)?;
+            let workspace = copy.path().join("workspace");
+            faultline_corpus::workspace::copy_preserving(&agent.workspace, &workspace)?;
+            let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &workspace, None))?;
             let (mut again, mut plain) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 let t = Instant::now();
@@ -197,6 +215,56 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 plain.push(t.elapsed().as_secs_f64());
             }
             report("grade a repair", graded, "incremental cargo test", plain);
+        }
+        BenchCommand::Template { case, runs } => {
+            let case = get(&case)?;
+            let prepared =
+                prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
+            let gold = faultline_corpus::gold::diff_trees(
+                &prepared.sources.buggy,
+                &prepared.sources.fixed,
+            )?
+            .unified();
+            let ctx = GradeContext {
+                case: &case,
+                prepared: &prepared,
+                data: &env.data,
+                toolchain: &toolchain,
+            };
+            let (mut checks, mut grades) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                let t = Instant::now();
+                prepared.check(TemplateKind::Grading)?;
+                prepared.check(TemplateKind::Grading)?;
+                checks.push(t.elapsed().as_secs_f64());
+                let t = Instant::now();
+                let g = grade_repair(&ctx, "bench", &gold, &GradeOptions::default()).await?;
+                grades.push(t.elapsed().as_secs_f64());
+                if !g.outcome.is_success() {
+                    bail!("the gold patch did not pass: {}", g.reason);
+                }
+            }
+            let (c, g) = (median(checks), median(grades));
+            let entries: usize = prepared.manifest.dirs.values().map(|d| d.len()).sum();
+            println!(
+                "template checks of a grade: median {:.1} ms over {entries} recorded entries; \
+                 warm gold grade: median {g:.3}s (checks included); the checks are {:.2}% of it",
+                c * 1000.0,
+                100.0 * c / g
+            );
+            let mut dirs = prepared.template(TemplateKind::Agent).dirs();
+            dirs.extend(prepared.template(TemplateKind::Grading).dirs());
+            dirs.sort();
+            dirs.dedup();
+            let t = Instant::now();
+            let damage = prepared
+                .manifest
+                .check(&prepared.root, &dirs, Depth::Content)?;
+            println!(
+                "content check as `prepare` makes it: {:.0} ms ({} differences)",
+                t.elapsed().as_secs_f64() * 1000.0,
+                damage.len()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -309,6 +309,9 @@ pub async fn prepare(env: &Env, args: PrepareArgs) -> Result<ExitCode> {
     )
     .await?;
     let s = &prepared.stamp;
+    if let Some(found) = &prepared.repaired {
+        println!("{}: {found}; rebuilt it", args.case);
+    }
     println!(
         "{} {} ({} vendored packages{})",
         if prepared.reused {
