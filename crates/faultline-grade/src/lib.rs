@@ -6,6 +6,7 @@ pub mod grader;
 pub mod libtest;
 pub mod patch;
 pub mod validate;
+pub mod verdict;
 pub mod workbench;
 
 pub use grader::{GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction};

@@ -1,11 +1,10 @@
 //! What of a submitted patch the grader applies.
 //!
 //! A repair is a change to the crate's source files. Everything else a patch touches is dropped
-//! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, the in-crate
-//! oracle's location, and binary changes. After the patch is applied, source files whose existing
-//! tests it changed or removed are put back as they were (see [`check_tests_kept`]).
+//! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, and binary
+//! changes. After the patch is applied, source files whose existing tests it changed or removed
+//! are put back as they were (see [`check_tests_kept`]).
 
-use crate::workbench::IN_CRATE_MODULE;
 use faultline_corpus::gold::is_source_path;
 use quote::ToTokens;
 use std::collections::BTreeMap;
@@ -101,8 +100,6 @@ pub fn filter_patch(patch: &str) -> Filtered {
             Some("binary change")
         } else if section.path.starts_with('/') || section.path.split('/').any(|p| p == "..") {
             Some("outside the crate")
-        } else if section.path == format!("src/{IN_CRATE_MODULE}.rs") {
-            Some("the hidden oracle's location")
         } else if !is_source_path(&section.path) {
             Some(
                 "not a source file (tests, manifests, build scripts and lockfiles are not part of a repair)",
@@ -301,13 +298,14 @@ diff --git a/src/logo.png b/src/logo.png\nGIT binary patch\nliteral 3\nabc\n";
     #[test]
     fn only_source_changes_are_kept() {
         let f = filter_patch(PATCH);
-        assert_eq!(f.applied, ["src/lib.rs"]);
-        assert_eq!(f.dropped.len(), 4, "{:?}", f.dropped);
+        // The in-crate oracle no longer has a fixed place, so that file is just a new source file
+        // that nothing compiles.
+        assert_eq!(f.applied, ["src/lib.rs", "src/faultline_oracle.rs"]);
+        assert_eq!(f.dropped.len(), 3, "{:?}", f.dropped);
         assert!(f.dropped[0].starts_with("Cargo.toml: not a source file"));
         assert!(f.dropped[1].starts_with("tests/t.rs"));
-        assert!(f.dropped[2].contains("oracle"));
-        assert!(f.dropped[3].contains("binary"));
-        assert!(f.patch.starts_with("diff --git a/src/lib.rs") && f.patch.ends_with("+b\n"));
+        assert!(f.dropped[2].contains("binary"));
+        assert!(f.patch.starts_with("diff --git a/src/lib.rs") && f.patch.ends_with("+x\n"));
     }
 
     #[test]

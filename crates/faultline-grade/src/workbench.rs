@@ -1,6 +1,6 @@
 //! A workbench is a fresh copy of a case's grading template, never an agent's workspace: a
-//! patch is applied to it, the hidden oracle is put in, and tests are built and run in the
-//! sandbox, offline.
+//! patch is applied to it, the hidden oracle is put in (see [`crate::verdict`]), and tests are
+//! built and run in the sandbox, offline.
 
 use crate::libtest::{self, RunVerdict, TestReport};
 use crate::patch::{check_tests_kept, restore_tests};
@@ -10,16 +10,13 @@ use faultline_corpus::workspace::{
 };
 use faultline_corpus::{Case, DataDir, PreparedCase};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
-use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
-
-/// Name of the module an in-crate oracle is compiled as; its tests are `faultline_oracle::*`.
-pub const IN_CRATE_MODULE: &str = "faultline_oracle";
 
 /// How long a test build may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -58,6 +55,8 @@ pub struct TestRun {
     pub report: TestReport,
     /// Exit code of the test process.
     pub exit_code: Option<i32>,
+    /// Whether the wall-clock limit ended it.
+    pub timed_out: bool,
     /// Wall-clock seconds of the sandboxed run.
     pub wall_secs: f64,
     /// The tail of standard error, for humans.
@@ -76,13 +75,14 @@ pub struct BuildFailure {
 /// A fresh copy of a case's grading template.
 #[derive(Debug)]
 pub struct Workbench {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// The crate copy on the host.
     pub workspace: PathBuf,
     /// The oracle package copy on the host (external oracles).
     pub oracle: Option<PathBuf>,
     sandbox: Sandbox,
-    kind: OracleKind,
+    /// Files moved out of the sandbox's view while tests run: (their place, where they wait).
+    hidden: Mutex<Vec<(PathBuf, PathBuf)>>,
 }
 
 impl Workbench {
@@ -143,11 +143,11 @@ impl Workbench {
         let sandbox =
             Sandbox::new(template.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
         Ok(Workbench {
-            _dir: dir,
+            dir,
             workspace,
             oracle,
             sandbox,
-            kind: case.manifest.oracle.kind,
+            hidden: Mutex::new(Vec::new()),
         })
     }
 
@@ -183,24 +183,36 @@ impl Workbench {
         }
     }
 
-    /// Puts an in-crate oracle into the crate: the module file, and a `#[cfg(test)]` line at the
-    /// end of the library root. Overwrites anything a patch put at that path.
-    pub fn inject_oracle(&self, case: &Case) -> Result<()> {
-        if self.kind != OracleKind::InCrate {
-            return Ok(());
+    /// Moves files out of the sandbox's view until the next build (which puts them back), so
+    /// that the tests run meanwhile cannot read them. A rename keeps their modification times,
+    /// so cargo sees nothing to rebuild when they return.
+    pub fn hide(&self, files: &[PathBuf]) -> Result<()> {
+        let store = self.dir.path().join("hidden");
+        fs::create_dir_all(&store)?;
+        let mut hidden = self
+            .hidden
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned lock"))?;
+        for file in files {
+            if !file.exists() {
+                continue;
+            }
+            let away = store.join(hidden.len().to_string());
+            fs::rename(file, &away).with_context(|| format!("hiding {}", file.display()))?;
+            hidden.push((file.clone(), away));
         }
-        let lib_root = lib_root(&self.workspace)?;
-        let module_file = lib_root
-            .parent()
-            .context("library root has no directory")?
-            .join(format!("{IN_CRATE_MODULE}.rs"));
-        fs::copy(case.oracle_dir().join("oracle.rs"), &module_file)
-            .context("copying the oracle module")?;
-        let mut root = fs::OpenOptions::new().append(true).open(&lib_root)?;
-        write!(
-            root,
-            "\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n"
-        )?;
+        Ok(())
+    }
+
+    /// Puts hidden files back.
+    fn restore_hidden(&self) -> Result<()> {
+        let mut hidden = self
+            .hidden
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned lock"))?;
+        for (place, away) in hidden.drain(..) {
+            fs::rename(&away, &place).with_context(|| format!("restoring {}", place.display()))?;
+        }
         Ok(())
     }
 
@@ -274,6 +286,7 @@ impl Workbench {
         &self,
         targets: &[BuildTarget],
     ) -> Result<Result<Vec<TestBinary>, BuildFailure>> {
+        self.restore_hidden()?;
         let mut found = Vec::new();
         for target in targets {
             let (mut argv, cwd, env_target) = match target {
@@ -321,13 +334,45 @@ impl Workbench {
         Ok(Ok(found))
     }
 
-    /// Runs a test binary with libtest's JSON output. `filter` selects tests (substring, as
-    /// libtest), `skip` excludes them, `seed` is passed as `FAULTLINE_SEED`.
+    /// Runs a test binary with libtest's JSON output, in its package's root as `cargo test`
+    /// would. `filter` selects tests (substring, as libtest), `skip` excludes them, `seed` is
+    /// passed as `FAULTLINE_SEED`.
     pub async fn run(
         &self,
         bin: &TestBinary,
         filter: Option<&str>,
         skip: &[String],
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<TestRun> {
+        let mut args: Vec<String> = filter.iter().map(|f| f.to_string()).collect();
+        for s in skip {
+            args.push("--skip".into());
+            args.push(s.clone());
+        }
+        self.run_args(bin, args, &bin.cwd, seed, timeout).await
+    }
+
+    /// Runs the one test named `name` (`--exact`), in the crate's directory whatever package the
+    /// executable belongs to, as the agent's own tests run: where the test was built says nothing
+    /// to the code under test.
+    pub async fn run_exact(
+        &self,
+        bin: &TestBinary,
+        name: &str,
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<TestRun> {
+        let args = vec!["--exact".to_string(), name.to_string()];
+        self.run_args(bin, args, GUEST_WORKSPACE, seed, timeout)
+            .await
+    }
+
+    async fn run_args(
+        &self,
+        bin: &TestBinary,
+        args: Vec<String>,
+        cwd: &str,
         seed: u64,
         timeout: Duration,
     ) -> Result<TestRun> {
@@ -338,20 +383,14 @@ impl Workbench {
             "--format".into(),
             "json".into(),
         ];
-        if let Some(f) = filter {
-            argv.push(f.to_string());
-        }
-        for s in skip {
-            argv.push("--skip".into());
-            argv.push(s.clone());
-        }
+        argv.extend(args);
         let req = ExecRequest::argv(argv, timeout)
             .cap(MACHINE_OUTPUT_CAP)
-            .workdir(bin.cwd.clone())
+            .workdir(cwd)
             // libtest's JSON output is gated on this variable at run time; the build is not.
             .env("RUSTC_BOOTSTRAP", "1")
             .env("FAULTLINE_SEED", seed.to_string())
-            .env("CARGO_MANIFEST_DIR", bin.cwd.clone())
+            .env("CARGO_MANIFEST_DIR", cwd)
             .env("RUST_BACKTRACE", "0");
         let out = self.sandbox.exec(&req).await?;
         let report = libtest::parse(&out.stdout.text);
@@ -364,6 +403,7 @@ impl Workbench {
             verdict,
             report,
             exit_code: out.exit_code,
+            timed_out: out.timed_out,
             wall_secs: out.duration.as_secs_f64(),
             stderr_tail,
         })
