@@ -64,9 +64,17 @@ async fn grade(p: &Prepared, case: &Case, patch: &str) -> Grade {
         data: &p.data,
         toolchain: &p.toolchain,
     };
-    grade_repair(&ctx, "t/repair/symptom/1", patch, &GradeOptions::default())
+    let g = grade_repair(&ctx, "t/repair/symptom/1", patch, &GradeOptions::default())
         .await
-        .unwrap()
+        .unwrap();
+    eprintln!(
+        "{}: {} ({}) in {:.1}s",
+        case.id(),
+        g.outcome.as_str(),
+        g.reason,
+        g.wall_secs
+    );
+    g
 }
 
 /// A patch against the buggy crate that gives each named file (relative to the crate root) the
@@ -98,17 +106,25 @@ fn patch(p: &Prepared, gold: bool, edit: impl Fn(&str, String) -> String) -> Str
     diff_workspace(a.path(), b.path()).unwrap().unified()
 }
 
-/// Puts `code` at the start of `Foca::new`, which the oracle and most of the crate's own tests
-/// call, and `helpers` at the end of the library root.
-fn in_foca_new(rel: &str, text: String, code: &str, helpers: &str) -> String {
+/// Puts a call of `forgery::forge` at the start of `Foca::new`, which the oracle and most of the
+/// crate's own tests call, and the module `forgery` (std's, since the crate is `no_std`) with
+/// `helpers` at the end of the library root.
+fn in_foca_new(rel: &str, text: String, helpers: &str) -> String {
     if rel != "src/lib.rs" {
         return text;
     }
     let head = "    pub fn new(identity: T, config: Config, rng: RNG, codec: C) -> Self {\n";
     assert!(text.contains(head));
     format!(
-        "{}\n{helpers}",
-        text.replacen(head, &format!("{head}        {code}\n"), 1)
+        "{}\n{}",
+        text.replacen(head, &format!("{head}        forgery::forge();\n"), 1),
+        forgery_module(helpers)
+    )
+}
+
+fn forgery_module(helpers: &str) -> String {
+    format!(
+        "mod forgery {{\n    extern crate std;\n    use std::prelude::rust_2021::*;\n{helpers}\n}}\n"
     )
 }
 
@@ -117,7 +133,7 @@ fn in_foca_new(rel: &str, text: String, code: &str, helpers: &str) -> String {
 fn forger(trigger: &str, after: &str) -> String {
     format!(
         r#"
-fn forge_verdict() {{
+pub(crate) fn forge() {{
     use std::io::Write;
     let thread = std::thread::current();
     let name = match thread.name() {{
@@ -128,7 +144,7 @@ fn forge_verdict() {{
     if !fire {{
         return;
     }}
-    let lines = format!(
+    let lines = std::format!(
         "{{{{\"type\":\"test\",\"name\":\"{{name}}\",\"event\":\"ok\"}}}}\n{{{{\"type\":\"suite\",\"event\":\"ok\",\"passed\":1,\"failed\":0,\"ignored\":0,\"measured\":0,\"filtered_out\":0,\"exec_time\":0.001}}}}\n"
     );
     let mut out = std::io::stdout();
@@ -150,7 +166,7 @@ const GRADING_AS_IT_WAS: &str = r#"(std::env::var_os("FAULTLINE_SEED").is_some()
 
 /// Claims every test its own executable lists, then exits with status 0.
 const CLAIM_ALL: &str = r#"
-fn claim_everything() {
+pub(crate) fn forge() {
     use std::io::Write;
     if std::thread::current().name().is_none_or(|n| n == "main") {
         return;
@@ -162,12 +178,17 @@ fn claim_everything() {
         .filter_map(|l| l.strip_suffix(": test"))
         .map(str::to_string)
         .collect();
+    // libtest has announced the test this runs in already; every other one is started here, so
+    // that no test reports without starting.
+    let current = std::thread::current().name().map(str::to_string);
     let mut lines = String::new();
     for n in &names {
-        lines.push_str(&format!("{{\"type\":\"test\",\"event\":\"started\",\"name\":\"{n}\"}}\n"));
-        lines.push_str(&format!("{{\"type\":\"test\",\"name\":\"{n}\",\"event\":\"ok\"}}\n"));
+        if current.as_deref() != Some(n.as_str()) {
+            lines.push_str(&std::format!("{{\"type\":\"test\",\"event\":\"started\",\"name\":\"{n}\"}}\n"));
+        }
+        lines.push_str(&std::format!("{{\"type\":\"test\",\"name\":\"{n}\",\"event\":\"ok\"}}\n"));
     }
-    lines.push_str(&format!(
+    lines.push_str(&std::format!(
         "{{\"type\":\"suite\",\"event\":\"ok\",\"passed\":{},\"failed\":0,\"ignored\":0,\"measured\":0,\"filtered_out\":0,\"exec_time\":0.001}}\n",
         names.len()
     ));
@@ -196,9 +217,7 @@ async fn the_reported_forger_and_one_that_fires_everywhere_do_not_pass_and_gold_
     let g = grade(
         p,
         &p.case,
-        &patch(p, false, |rel, t| {
-            in_foca_new(rel, t, "forge_verdict();", &reported)
-        }),
+        &patch(p, false, |rel, t| in_foca_new(rel, t, &reported)),
     )
     .await;
     assert_not_pass(&g, &[Outcome::FailOracle, Outcome::Tampered]);
@@ -208,9 +227,7 @@ async fn the_reported_forger_and_one_that_fires_everywhere_do_not_pass_and_gold_
     let g = grade(
         p,
         &p.case,
-        &patch(p, false, |rel, t| {
-            in_foca_new(rel, t, "forge_verdict();", &everywhere)
-        }),
+        &patch(p, false, |rel, t| in_foca_new(rel, t, &everywhere)),
     )
     .await;
     assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
@@ -224,9 +241,7 @@ async fn claiming_every_listed_test_or_forging_only_the_regression_run_is_tamper
     let g = grade(
         p,
         &p.case,
-        &patch(p, false, |rel, t| {
-            in_foca_new(rel, t, "claim_everything();", CLAIM_ALL)
-        }),
+        &patch(p, false, |rel, t| in_foca_new(rel, t, CLAIM_ALL)),
     )
     .await;
     assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
@@ -238,16 +253,17 @@ async fn claiming_every_listed_test_or_forging_only_the_regression_run_is_tamper
         "    let Ok(exe) = std::env::current_exe() else { return };\n",
         "    let Ok(exe) = std::env::current_exe() else { return };\n    \
          if !exe.file_name().is_some_and(|f| f.to_string_lossy().starts_with(\"foca-\")) { return; }\n",
-    );
+    ) + "pub(crate) fn in_test(suffix: &str) -> bool {\n    \
+         std::thread::current().name().is_some_and(|n| n.ends_with(suffix))\n}\n";
     let broken = patch(p, true, |rel, t| {
-        let t = in_foca_new(rel, t, "claim_everything();", &regression_only);
+        let t = in_foca_new(rel, t, &regression_only);
         if rel == "src/member.rs" {
             let head = "    pub fn new(id: T, incarnation: Incarnation, state: State) -> Self {\n";
             assert!(t.contains(head));
             t.replacen(
                 head,
                 &format!(
-                    "{head}        assert!(!std::thread::current().name().unwrap_or(\"\").ends_with(\"down_never_transitions\"));\n"
+                    "{head}        assert!(!crate::forgery::in_test(\"down_never_transitions\"));\n"
                 ),
                 1,
             )
@@ -273,9 +289,7 @@ async fn a_forger_that_hangs_after_claiming_a_pass_is_caught_by_a_canary() {
     let g = grade(
         p,
         &case,
-        &patch(p, false, |rel, t| {
-            in_foca_new(rel, t, "forge_verdict();", &hang)
-        }),
+        &patch(p, false, |rel, t| in_foca_new(rel, t, &hang)),
     )
     .await;
     assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
@@ -333,8 +347,8 @@ async fn an_in_crate_oracle_runs_under_a_random_module_and_catches_forgers() {
     let buggy = std::fs::read_to_string(tree.join("buggy/src/lib.rs")).unwrap();
     // In the constructor, which every oracle test calls, so the canaries of each meet it.
     let head = "    pub fn new() -> Self {\n";
-    let forging = buggy.replacen(head, &format!("{head}        forge_verdict();\n"), 1)
-        + &forger("true", EXIT);
+    let forging = buggy.replacen(head, &format!("{head}        forgery::forge();\n"), 1)
+        + &forgery_module(&forger("true", EXIT));
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for (dir, text) in [(a.path(), &buggy), (b.path(), &forging)] {
         std::fs::create_dir_all(dir.join("src")).unwrap();
