@@ -296,9 +296,10 @@ async fn repair_inner(
         }
         RunVerdict::Tampered => return Ok(forged(&oracle, details)),
         v => {
+            let which = oracle.reason.map(|r| format!(" ({r})")).unwrap_or_default();
             return Ok((
                 Outcome::FailOracle,
-                format!("the hidden oracle's verdict: {}", verdict_name(v)),
+                format!("the hidden oracle's verdict: {}{which}", verdict_name(v)),
                 details,
             ));
         }

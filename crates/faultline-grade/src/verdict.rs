@@ -308,7 +308,7 @@ fn wrap_file(
         .zip(planned)
         .map(|(m, wrappers)| (m.insert_at, wrapper_module_text(names, wrappers)))
         .collect();
-    inserts.sort_by(|a, b| b.0.cmp(&a.0));
+    inserts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
     let mut text = source.to_string();
     if !text.ends_with('\n') {
         text.push('\n');
@@ -323,7 +323,7 @@ fn wrap_file(
 fn wrapper_module_text(names: &FileNames, wrappers: &[Planned]) -> String {
     let FileNames { module, helper } = names;
     let mut out = format!(
-        "\n#[allow(dead_code, non_snake_case)]\nmod {module} {{\n    \
+        "\nmod {module} {{\n    \
          fn {helper}<T: ::std::process::Termination>(result: T) {{\n        \
          if ::std::process::Termination::report(result) != ::std::process::ExitCode::SUCCESS {{\n            \
          panic!(\"the test returned an error\");\n        }}\n    }}\n"
@@ -625,7 +625,7 @@ fn regression_canaries(
             canaries.push((target.to_string(), format!("{module}::{name}")));
         }
         text.push('}');
-        format!("#[cfg(test)]\n#[allow(non_snake_case)]\n{text}")
+        format!("#[cfg(test)]\n{text}")
     };
     for target in &case.manifest.regression.targets {
         match target.strip_prefix("test:") {
@@ -882,8 +882,7 @@ pub async fn run_oracle(
                 if out.verdict == RunVerdict::Pass {
                     out.verdict = v;
                     out.reason = Some(format!(
-                        "`{}` (calling `{}`): {}",
-                        w.name,
+                        "`{}`: {}",
                         w.calls,
                         crate::validate::verdict_name(v)
                     ));
@@ -895,7 +894,10 @@ pub async fn run_oracle(
             }
             Judged::Verdict(RunVerdict::NoTests) if out.verdict == RunVerdict::Pass => {
                 out.verdict = RunVerdict::NoTests;
-                out.reason = Some(format!("`{}` is not in the test executable", w.name));
+                out.reason = Some(format!(
+                    "a canary of `{}` is not in the test executable",
+                    w.calls
+                ));
             }
             Judged::Verdict(_) => {}
         }
