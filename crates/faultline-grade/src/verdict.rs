@@ -834,8 +834,7 @@ pub struct OracleVerdict {
 }
 
 /// Runs every wrapper of the plan in its own process, in an order drawn for this seed, and judges
-/// them together. Stops at the first forgery, and at a real wrapper that hangs without having
-/// reported a result (a hang after an `ok` goes on, so that the canaries can speak).
+/// them together. Stops at the first forgery and at the first hang.
 pub async fn run_oracle(
     bench: &Workbench,
     binaries: &[TestBinary],
@@ -872,34 +871,43 @@ pub async fn run_oracle(
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
-        match judge_wrapper(&run.report, run.exit_code, run.timed_out, &w.name, w.role) {
-            Judged::Forged(why) => {
-                out.verdict = RunVerdict::Tampered;
-                out.reason = Some(why);
-                return Ok(out);
-            }
-            Judged::Verdict(v) if w.role == Role::Oracle && v != RunVerdict::Pass => {
-                if out.verdict == RunVerdict::Pass {
-                    out.verdict = v;
-                    out.reason = Some(format!(
-                        "`{}`: {}",
-                        w.calls,
-                        crate::validate::verdict_name(v)
-                    ));
-                }
-                let reported_ok = run.report.tests.get(&w.name) == Some(&TestResult::Ok);
-                if v == RunVerdict::Timeout && !reported_ok {
+        let verdict =
+            match judge_wrapper(&run.report, run.exit_code, run.timed_out, &w.name, w.role) {
+                Judged::Forged(why) => {
+                    out.verdict = RunVerdict::Tampered;
+                    out.reason = Some(why);
                     return Ok(out);
                 }
+                Judged::Verdict(v) => v,
+            };
+        let first_failure = out.verdict == RunVerdict::Pass;
+        match (w.role, verdict) {
+            (Role::Oracle, v) if v != RunVerdict::Pass && first_failure => {
+                out.verdict = v;
+                out.reason = Some(format!(
+                    "`{}`: {}",
+                    w.calls,
+                    crate::validate::verdict_name(v)
+                ));
             }
-            Judged::Verdict(RunVerdict::NoTests) if out.verdict == RunVerdict::Pass => {
+            (Role::Canary, RunVerdict::NoTests) if first_failure => {
                 out.verdict = RunVerdict::NoTests;
                 out.reason = Some(format!(
                     "a canary of `{}` is not in the test executable",
                     w.calls
                 ));
             }
-            Judged::Verdict(_) => {}
+            _ => {}
+        }
+        // A hang ends the run: the oracle is deterministic, so the real wrapper of a test whose
+        // canary hangs would hang too. A process that claimed a pass and then hung goes on, so
+        // that the canaries can speak.
+        if run.timed_out && run.report.tests.get(&w.name) != Some(&TestResult::Ok) {
+            if out.verdict == RunVerdict::Pass {
+                out.verdict = RunVerdict::Timeout;
+                out.reason = Some(format!("`{}` ran out of time", w.calls));
+            }
+            return Ok(out);
         }
     }
     Ok(out)
