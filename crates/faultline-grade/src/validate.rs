@@ -185,7 +185,17 @@ pub async fn run_variant(
         // As grading keeps them: the buggy version's tests, whatever the fix did to them.
         swap_tests(&bench, gold, |f| f.old.as_deref())?;
     }
-    let plan = VerdictPlan::new(fresh_seed()?, case, &bench)?;
+    let plan = match VerdictPlan::new(fresh_seed()?, case, &bench) {
+        Ok(plan) => plan,
+        Err(e) => {
+            return Ok(VariantResult {
+                build_error: Some(format!("the oracle's tests cannot be wrapped: {e:#}")),
+                build_secs: 0.0,
+                runs: Vec::new(),
+                regression: None,
+            });
+        }
+    };
     plan.inject(&bench)?;
     let m = &case.manifest;
     let mut targets = vec![BuildTarget::Lib];
