@@ -2,8 +2,8 @@
 //!
 //! The patched crate runs in the same process as libtest, so it can print lines shaped like
 //! libtest's events and end the process with any status. Printed events and the exit status are
-//! therefore only believed under three conditions, all drawn afresh for every grade from a seed
-//! the operating system provides:
+//! therefore only believed within a setup that every grade builds afresh from a seed the
+//! operating system provides:
 //!
 //! - **Random names.** The oracle's tests are not run under their own names. Wrapper tests with
 //!   random names call them, from a module appended to a copy of the oracle's source; an in-crate
@@ -147,12 +147,6 @@ struct PlannedFile {
     hidden_while_running: bool,
 }
 
-/// A line appended to the library root (a module declaration), if it is not there yet.
-#[derive(Debug, Clone)]
-struct RootLine {
-    line: String,
-}
-
 /// Everything one grade draws from its seed: the names, the canaries, the files that hold them.
 #[derive(Debug, Clone)]
 pub struct VerdictPlan {
@@ -167,7 +161,8 @@ pub struct VerdictPlan {
     /// Regression canaries: (cargo target, full test name).
     pub regression_canaries: Vec<(String, String)>,
     files: Vec<PlannedFile>,
-    root_lines: Vec<RootLine>,
+    /// Module declarations appended to the library root, if they are not there yet.
+    root_lines: Vec<String>,
 }
 
 /// A test function found in an oracle file.
@@ -384,9 +379,9 @@ impl VerdictPlan {
                     target: lib_target.clone(),
                     name_prefix: format!("{module}::"),
                 });
-                root_lines.push(RootLine {
-                    line: format!("#[cfg(test)]\n#[path = \"{module}.rs\"]\nmod {module};"),
-                });
+                root_lines.push(format!(
+                    "#[cfg(test)]\n#[path = \"{module}.rs\"]\nmod {module};"
+                ));
                 oracle_module = Some(module);
             }
             OracleKind::External => {
@@ -550,13 +545,13 @@ impl VerdictPlan {
         let root = lib_root(&bench.workspace)?;
         let mut text = fs::read_to_string(&root)?;
         let mut changed = false;
-        for l in &self.root_lines {
-            if !text.contains(&l.line) {
+        for line in &self.root_lines {
+            if !text.contains(line.as_str()) {
                 if !text.ends_with('\n') {
                     text.push('\n');
                 }
                 text.push('\n');
-                text.push_str(&l.line);
+                text.push_str(line);
                 text.push('\n');
                 changed = true;
             }
@@ -585,7 +580,7 @@ impl VerdictPlan {
     }
 }
 
-type RegressionParts = (Vec<PlannedFile>, Vec<(String, String)>, Vec<RootLine>);
+type RegressionParts = (Vec<PlannedFile>, Vec<(String, String)>, Vec<String>);
 
 /// Canaries for each regression target: an inline module at the end of the library root and of
 /// each integration test file the case runs. Their names never match a `--skip` filter.
@@ -629,9 +624,7 @@ fn regression_canaries(
     };
     for target in &case.manifest.regression.targets {
         match target.strip_prefix("test:") {
-            None => root.push(RootLine {
-                line: body(lib_target, &mut canaries),
-            }),
+            None => root.push(body(lib_target, &mut canaries)),
             Some(name) => {
                 let rel = test_target_path(&bench.workspace, name)?;
                 let original = fs::read_to_string(bench.workspace.join(&rel))
