@@ -33,6 +33,8 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 /// Canary wrappers per oracle test. A forger that cannot tell a canary from a real wrapper, and
@@ -826,8 +828,38 @@ pub struct OracleVerdict {
     pub test_secs: Option<f64>,
 }
 
+/// Polls futures together until every one is done; their outputs in order.
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut pending: Vec<Option<Pin<Box<F>>>> =
+        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *output = Some(v);
+                        *slot = None;
+                    }
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
 /// Runs every wrapper of the plan in its own process, in an order drawn for this seed, and judges
-/// them together. Stops at the first forgery and at the first hang.
+/// them together. As many processes run at once as libtest would have run the oracle's tests at
+/// once (one per test, up to the number of processors), so the machine is no busier than before.
+/// Stops at the first forgery and at the first hang.
 pub async fn run_oracle(
     bench: &Workbench,
     binaries: &[TestBinary],
@@ -841,31 +873,50 @@ pub async fn run_oracle(
         Some(_) => GUEST_WORKSPACE,
         None => GUEST_ORACLE,
     };
+    let tests = plan
+        .wrappers
+        .iter()
+        .filter(|w| w.role == Role::Oracle)
+        .count();
+    let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = OracleVerdict {
         verdict: RunVerdict::Pass,
         reason: None,
         wall_secs: 0.0,
         test_secs: Some(0.0),
     };
-    for w in order {
-        let Some(bin) = binaries
-            .iter()
-            .find(|b| b.target == w.target && b.cwd == package_root)
-        else {
-            if w.role == Role::Oracle && out.verdict == RunVerdict::Pass {
-                out.verdict = RunVerdict::NoTests;
-                out.reason = Some(format!("no test executable for `{}`", w.target));
+    for batch in order.chunks(tests.min(processors).max(1)) {
+        let mut runnable = Vec::new();
+        for w in batch {
+            match binaries
+                .iter()
+                .find(|b| b.target == w.target && b.cwd == package_root)
+            {
+                Some(bin) => runnable.push((*w, bin)),
+                None if w.role == Role::Oracle && out.verdict == RunVerdict::Pass => {
+                    out.verdict = RunVerdict::NoTests;
+                    out.reason = Some(format!("no test executable for `{}`", w.target));
+                }
+                None => {}
             }
-            continue;
-        };
-        let run = bench.run_exact(bin, &w.name, seed, timeout).await?;
-        out.wall_secs += run.wall_secs;
-        out.test_secs = match (out.test_secs, run.report.suite.and_then(|s| s.exec_time)) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
-        let verdict =
-            match judge_wrapper(&run.report, run.exit_code, run.timed_out, &w.name, w.role) {
+        }
+        let runs = join_all(
+            runnable
+                .iter()
+                .map(|(w, bin)| bench.run_exact(bin, &w.name, seed, timeout))
+                .collect(),
+        )
+        .await;
+        let mut hung = false;
+        for ((w, _), run) in runnable.into_iter().zip(runs) {
+            let run = run?;
+            out.wall_secs += run.wall_secs;
+            out.test_secs = match (out.test_secs, run.report.suite.and_then(|s| s.exec_time)) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            let judged = judge_wrapper(&run.report, run.exit_code, run.timed_out, &w.name, w.role);
+            let verdict = match judged {
                 Judged::Forged(why) => {
                     out.verdict = RunVerdict::Tampered;
                     out.reason = Some(why);
@@ -873,33 +924,33 @@ pub async fn run_oracle(
                 }
                 Judged::Verdict(v) => v,
             };
-        let first_failure = out.verdict == RunVerdict::Pass;
-        match (w.role, verdict) {
-            (Role::Oracle, v) if v != RunVerdict::Pass && first_failure => {
-                out.verdict = v;
-                out.reason = Some(format!(
-                    "`{}`: {}",
-                    w.calls,
-                    crate::validate::verdict_name(v)
-                ));
+            let first_failure = out.verdict == RunVerdict::Pass;
+            match (w.role, verdict) {
+                (Role::Oracle, v) if v != RunVerdict::Pass && first_failure => {
+                    out.verdict = v;
+                    out.reason = Some(format!("in `{}`", w.calls));
+                }
+                (Role::Canary, RunVerdict::NoTests) if first_failure => {
+                    out.verdict = RunVerdict::NoTests;
+                    out.reason = Some(format!(
+                        "a canary of `{}` is not in the test executable",
+                        w.calls
+                    ));
+                }
+                _ => {}
             }
-            (Role::Canary, RunVerdict::NoTests) if first_failure => {
-                out.verdict = RunVerdict::NoTests;
-                out.reason = Some(format!(
-                    "a canary of `{}` is not in the test executable",
-                    w.calls
-                ));
+            // A hang ends the run: the oracle is deterministic, so the real wrapper of a test
+            // whose canary hangs would hang too. A process that claimed a pass and then hung
+            // does not, so that the canaries can speak.
+            if run.timed_out && run.report.tests.get(&w.name) != Some(&TestResult::Ok) {
+                hung = true;
+                if out.verdict == RunVerdict::Pass {
+                    out.verdict = RunVerdict::Timeout;
+                    out.reason = Some(format!("`{}` ran out of time", w.calls));
+                }
             }
-            _ => {}
         }
-        // A hang ends the run: the oracle is deterministic, so the real wrapper of a test whose
-        // canary hangs would hang too. A process that claimed a pass and then hung goes on, so
-        // that the canaries can speak.
-        if run.timed_out && run.report.tests.get(&w.name) != Some(&TestResult::Ok) {
-            if out.verdict == RunVerdict::Pass {
-                out.verdict = RunVerdict::Timeout;
-                out.reason = Some(format!("`{}` ran out of time", w.calls));
-            }
+        if hung {
             return Ok(out);
         }
     }
