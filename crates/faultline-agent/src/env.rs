@@ -43,6 +43,14 @@ impl Submission {
     }
 }
 
+/// The `FAULTLINE_SEED` an agent's commands see, drawn from the trial's seed. Graders set the
+/// variable for every test they run (the primary oracle run and the regression run with 1,
+/// validation with 1 to 5), so it is set here too, with a value from that same range: neither its
+/// presence nor its value tells code under test that it is being graded.
+pub fn agent_faultline_seed(trial_seed: u64) -> u64 {
+    1 + trial_seed % 5
+}
+
 /// A trial's private workspace and sandbox.
 #[derive(Debug)]
 pub struct TrialEnv {
@@ -96,7 +104,11 @@ impl TrialEnv {
                 "//! Reproducer: an integration test that fails on this code and passes once the bug is fixed.\n",
             )?;
         }
-        let sandbox = Sandbox::new(agent.sandbox_spec(toolchain, &workspace, None))?;
+        let spec = agent.sandbox_spec(toolchain, &workspace, None).env(
+            "FAULTLINE_SEED",
+            agent_faultline_seed(task.seed).to_string(),
+        );
+        let sandbox = Sandbox::new(spec)?;
         let bundle = if task.condition == Condition::Context {
             case.bundle.clone()
         } else {

@@ -205,6 +205,22 @@ impl Confined {
         self.write(rel, &text)
     }
 
+    /// Moves `rel` (a file, or a link itself, never what it points to) to `to_rel` in the tree
+    /// `to`, creating missing directories there and replacing what is at that name. A rename
+    /// keeps the file's modification time.
+    pub fn rename_to(
+        &self,
+        rel: impl AsRef<Path>,
+        to: &Confined,
+        to_rel: impl AsRef<Path>,
+    ) -> io::Result<()> {
+        let (rel, to_rel) = (rel.as_ref(), to_rel.as_ref());
+        let (from_dir, from_name) = self.parent(rel, false)?;
+        let (to_dir, to_name) = to.parent(to_rel, true)?;
+        rustix::fs::renameat(&from_dir, from_name, &to_dir, to_name)
+            .map_err(|e| named(&self.shown.join(rel), e))
+    }
+
     /// Removes a file or link (never what a link points to).
     pub fn remove_file(&self, rel: impl AsRef<Path>) -> io::Result<()> {
         let rel = rel.as_ref();
@@ -347,6 +363,30 @@ mod tests {
             assert!(c.write(bad, b"x").is_err(), "{bad}");
         }
         assert_eq!(fs::read_to_string(&host).unwrap(), "host\n");
+    }
+
+    #[test]
+    fn a_rename_moves_the_link_itself_and_keeps_times() {
+        let (_d, root, outside) = tree();
+        let store = outside.join("store");
+        fs::create_dir_all(&store).unwrap();
+        symlink(&outside, root.join("src/dir")).unwrap();
+        let c = Confined::open(&root).unwrap();
+        let s = Confined::open(&store).unwrap();
+        let before = fs::metadata(root.join("src/lib.rs")).unwrap().mtime_nsec();
+        c.rename_to("src/lib.rs", &s, "0").unwrap();
+        assert!(!root.join("src/lib.rs").exists());
+        s.rename_to("0", &c, "src/lib.rs").unwrap();
+        let after = fs::metadata(root.join("src/lib.rs")).unwrap().mtime_nsec();
+        assert_eq!(before, after);
+        // A destination below a link is refused, so nothing lands outside the tree.
+        s.write("1", b"x").unwrap();
+        assert!(s.rename_to("1", &c, "src/dir/planted.rs").is_err());
+        assert!(!outside.join("planted.rs").exists());
+        // Moving a link moves the link, and its target stays where it is.
+        c.rename_to("src/dir", &s, "2").unwrap();
+        assert!(fs::symlink_metadata(store.join("2")).unwrap().is_symlink());
+        assert!(outside.join("host.rs").exists());
     }
 
     #[test]

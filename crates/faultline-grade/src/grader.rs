@@ -7,7 +7,8 @@ use crate::legality::{Legality, check_reproducer};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::validate::{run_regression, verdict_name};
-use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
+use crate::verdict::{OracleVerdict, VerdictPlan, fresh_seed, run_oracle};
+use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::{Context, Result};
 use faultline_corpus::confined::is_refusal;
 use faultline_corpus::gold::diff_trees;
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
-pub const GRADER_VERSION: u32 = 4;
+pub const GRADER_VERSION: u32 = 5;
 
 /// The seed of the oracle run that decides a repair (the agent never sees any seed).
 pub const PRIMARY_SEED: u64 = 1;
@@ -245,7 +246,7 @@ async fn repair_inner(
             details,
         ));
     }
-    let bench = Workbench::new(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+    let bench = Workbench::new(ctx.prepared, ctx.data, ctx.toolchain)?;
     if let Err(e) = bench.apply_patch(&filtered.patch) {
         details.error = Some(cap(&e, 4000));
         return Ok((
@@ -285,7 +286,10 @@ async fn repair_inner(
             ));
         }
     }
-    bench.inject_oracle(ctx.case)?;
+    let seed = fresh_seed()?;
+    details.grade_seed = Some(format!("{seed:016x}"));
+    let plan = VerdictPlan::new(seed, ctx.case, &bench)?;
+    plan.inject(&bench)?;
     // The oracle is built on its own first, so that its verdict does not depend on whether the
     // crate's unit tests still compile against the patch.
     let oracle_target = match ctx.case.manifest.oracle.kind {
@@ -304,9 +308,11 @@ async fn repair_inner(
             return Ok((o, reason.into(), details));
         }
     };
-    let oracle = run_oracle(&bench, &oracle_binaries, ctx.case, PRIMARY_SEED).await?;
-    details.oracle = Some(verdict_name(oracle).into());
-    match oracle {
+    let timeout = Duration::from_secs(ctx.case.manifest.oracle.timeout_secs);
+    bench.hide(&plan.hidden_sources(&bench))?;
+    let oracle = run_oracle(&bench, &oracle_binaries, &plan, PRIMARY_SEED, timeout).await?;
+    details.oracle = Some(verdict_name(oracle.verdict).into());
+    match oracle.verdict {
         RunVerdict::Pass => {}
         RunVerdict::Timeout => {
             return Ok((
@@ -315,39 +321,53 @@ async fn repair_inner(
                 details,
             ));
         }
+        RunVerdict::Tampered => return Ok(forged(&oracle, details)),
         v => {
+            let which = oracle.reason.map(|r| format!(" ({r})")).unwrap_or_default();
             return Ok((
                 Outcome::FailOracle,
-                format!("the hidden oracle's verdict: {}", verdict_name(v)),
+                format!("the hidden oracle's verdict: {}{which}", verdict_name(v)),
                 details,
             ));
         }
     }
-    let regression_binaries = match build_regression(ctx, &bench, &details.applied_files).await? {
-        Ok(b) => b,
-        Err((o, err)) => {
-            details.error = Some(cap(&err, 4000));
-            let (outcome, reason) = if o == Outcome::Timeout {
-                (
-                    Outcome::Timeout,
-                    "the regression tests' build ran out of time",
-                )
-            } else {
-                (
-                    Outcome::FailRegression,
-                    "the crate's own tests do not compile against the patch",
-                )
-            };
-            return Ok((outcome, reason.into(), details));
-        }
-    };
-    let regression = run_regression(&bench, &regression_binaries, ctx.case).await?;
-    details.regression_passed = Some(regression.tests_passed);
-    details.regression_failures = regression.failures.clone();
-    if !regression.passed {
+    let regression_binaries =
+        match build_regression(ctx, &bench, &details.applied_files, &plan).await? {
+            Ok(b) => b,
+            Err((o, err)) => {
+                details.error = Some(cap(&err, 4000));
+                let (outcome, reason) = if o == Outcome::Timeout {
+                    (
+                        Outcome::Timeout,
+                        "the regression tests' build ran out of time",
+                    )
+                } else {
+                    (
+                        Outcome::FailRegression,
+                        "the crate's own tests do not compile against the patch",
+                    )
+                };
+                return Ok((outcome, reason.into(), details));
+            }
+        };
+    bench.hide(&plan.hidden_sources(&bench))?;
+    let regression = run_regression(&bench, &regression_binaries, ctx.case, &plan).await?;
+    details.regression_passed = Some(regression.run.tests_passed);
+    details.regression_failures = regression.run.failures.clone();
+    if let Some(why) = regression.forged {
+        return Ok((
+            Outcome::Tampered,
+            format!("the regression run's output was forged: {why}"),
+            details,
+        ));
+    }
+    if !regression.run.passed {
         return Ok((
             Outcome::FailRegression,
-            format!("{} regression tests fail", regression.failures.len().max(1)),
+            format!(
+                "{} regression tests fail",
+                regression.run.failures.len().max(1)
+            ),
             details,
         ));
     }
@@ -356,12 +376,16 @@ async fn repair_inner(
             let v = run_oracle(
                 &bench,
                 &oracle_binaries,
-                ctx.case,
+                &plan,
                 ROBUSTNESS_SEED_BASE + u64::from(i),
+                timeout,
             )
             .await?;
+            if v.verdict == RunVerdict::Tampered {
+                return Ok(forged(&v, details));
+            }
             details.robustness_seeds += 1;
-            if v == RunVerdict::Pass {
+            if v.verdict == RunVerdict::Pass {
                 details.robustness_passed += 1;
             }
         }
@@ -395,6 +419,19 @@ fn still_intact(ctx: &GradeContext<'_>, kinds: &[TemplateKind]) -> Result<()> {
     Ok(())
 }
 
+/// The grade of an oracle run whose output was forged.
+fn forged(v: &OracleVerdict, details: RepairDetails) -> (Outcome, String, RepairDetails) {
+    let why = v
+        .reason
+        .as_deref()
+        .unwrap_or("its events contradict themselves");
+    (
+        Outcome::Tampered,
+        format!("the oracle's output was forged: {why}"),
+        details,
+    )
+}
+
 /// The crate's own test targets that the regression run needs.
 fn regression_targets(case: &Case) -> Vec<BuildTarget> {
     let mut targets = vec![BuildTarget::Lib];
@@ -413,34 +450,40 @@ async fn build_regression(
     ctx: &GradeContext<'_>,
     bench: &Workbench,
     applied: &[String],
+    plan: &VerdictPlan,
 ) -> Result<Result<Vec<TestBinary>, (Outcome, String)>> {
     let targets = regression_targets(ctx.case);
     let first = build_or_outcome(bench, &targets).await?;
     let Err((Outcome::BuildError, first_error)) = &first else {
         return Ok(first);
     };
-    let mut swapped = false;
-    for path in applied {
-        let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path)) else {
-            continue;
-        };
-        match bench.take_tests_from(path, &reference) {
-            Ok(changed) => swapped |= changed,
-            // Code the oracle ran left something other than a regular file there: that is the
-            // submission's doing, so the failed build stands.
-            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(is_refusal) => {
-                return Ok(Err((
-                    Outcome::BuildError,
-                    format!("{first_error}\n\n{e:#}"),
-                )));
-            }
-            Err(e) => return Err(e),
+    let swap = || -> Result<bool> {
+        let mut swapped = false;
+        for path in applied {
+            let Ok(reference) = std::fs::read_to_string(ctx.prepared.sources.fixed.join(path))
+            else {
+                continue;
+            };
+            swapped |= bench.take_tests_from(path, &reference)?;
         }
+        if swapped {
+            // The swap rewrote files whole, which can take the injected modules' declarations
+            // with it.
+            plan.inject(bench)?;
+        }
+        Ok(swapped)
+    };
+    match swap() {
+        Ok(true) => build_or_outcome(bench, &targets).await,
+        Ok(false) => Ok(Err((Outcome::BuildError, first_error.clone()))),
+        // Code the oracle ran left something other than a regular file there: that is the
+        // submission's doing, so the failed build stands.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(is_refusal) => Ok(Err((
+            Outcome::BuildError,
+            format!("{first_error}\n\n{e:#}"),
+        ))),
+        Err(e) => Err(e),
     }
-    if !swapped {
-        return Ok(Err((Outcome::BuildError, first_error.clone())));
-    }
-    build_or_outcome(bench, &targets).await
 }
 
 /// Builds targets; a failed build becomes its outcome (build error or timeout) and the compiler's
@@ -457,42 +500,6 @@ async fn build_or_outcome(
         };
         (outcome, f.stderr)
     }))
-}
-
-/// Runs every oracle binary once with a seed; the first non-passing verdict wins.
-async fn run_oracle(
-    bench: &Workbench,
-    binaries: &[TestBinary],
-    case: &Case,
-    seed: u64,
-) -> Result<RunVerdict> {
-    let timeout = Duration::from_secs(case.manifest.oracle.timeout_secs);
-    let lib = case.manifest.source.crate_name().replace('-', "_");
-    let (bins, filter): (Vec<&TestBinary>, Option<String>) = match case.manifest.oracle.kind {
-        OracleKind::InCrate => (
-            binaries
-                .iter()
-                .filter(|b| b.target == lib && b.cwd == "/workspace")
-                .collect(),
-            Some(format!("{IN_CRATE_MODULE}::")),
-        ),
-        OracleKind::External => (
-            binaries.iter().filter(|b| b.cwd == "/oracle").collect(),
-            None,
-        ),
-    };
-    if bins.is_empty() {
-        return Ok(RunVerdict::NoTests);
-    }
-    for bin in bins {
-        let run = bench
-            .run(bin, filter.as_deref(), &[], seed, timeout)
-            .await?;
-        if run.verdict != RunVerdict::Pass {
-            return Ok(run.verdict);
-        }
-    }
-    Ok(RunVerdict::Pass)
 }
 
 /// Grades a reproducer: one integration-test file, built against the crate's public API, which
@@ -696,11 +703,11 @@ async fn build_reproducer(
 ) -> Result<Result<(Workbench, TestBinary), (bool, String)>> {
     let (bench, target) = match harness {
         ReproHarness::Crate => {
-            let bench = Workbench::without_oracle(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+            let bench = Workbench::without_oracle(ctx.prepared, ctx.data, ctx.toolchain)?;
             (bench, BuildTarget::Test("faultline_repro".into()))
         }
         ReproHarness::OracleDependencies => {
-            let bench = Workbench::new(ctx.case, ctx.prepared, ctx.data, ctx.toolchain)?;
+            let bench = Workbench::new(ctx.prepared, ctx.data, ctx.toolchain)?;
             bench.replace_oracle_tests("faultline_repro", test_file)?;
             (bench, BuildTarget::Oracle)
         }

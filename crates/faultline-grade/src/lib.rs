@@ -8,6 +8,7 @@ pub mod libtest;
 pub mod patch;
 pub mod protections;
 pub mod validate;
+pub mod verdict;
 pub mod workbench;
 
 pub use grader::{GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction};

@@ -1,14 +1,13 @@
 //! What of a submitted patch the grader applies.
 //!
 //! A repair is a change to the crate's source files. Everything else a patch touches is dropped
-//! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, the in-crate
-//! oracle's location, and binary changes. A change to a source file may only create, change or
+//! and reported: tests, manifests, build scripts, lockfiles, paths outside the crate, and binary
+//! changes. A change to a source file may only create, change or
 //! delete a regular file there: a section that would make a symbolic link or any other kind of
 //! file, change a file's mode, or rename or copy a file into or out of `src/` is refused, and
 //! the whole patch with it (see [`refusal`]). After the patch is applied, source files whose
 //! existing tests it changed or removed are put back as they were (see [`check_tests_kept`]).
 
-use crate::workbench::IN_CRATE_MODULE;
 use faultline_corpus::gold::is_source_path;
 use quote::ToTokens;
 use std::collections::BTreeMap;
@@ -98,11 +97,6 @@ pub struct Filtered {
     pub refused: Vec<String>,
 }
 
-/// A path a repair may write: a source file, but not the in-crate oracle's location.
-fn writable(path: &str) -> bool {
-    is_source_path(path) && path != format!("src/{IN_CRATE_MODULE}.rs")
-}
-
 /// The mode of a regular file as git writes it; an executable one is `100755`.
 const REGULAR: &str = "100644";
 
@@ -157,7 +151,7 @@ pub fn refusal(section: &FilePatch) -> Option<String> {
             return Some(format!("changes {}", what(mode)));
         }
     }
-    names.iter().find(|n| !writable(n)).map(|n| {
+    names.iter().find(|n| !is_source_path(n)).map(|n| {
         format!("also names {n}, which is not a source file (renames and copies stay in src/)")
     })
 }
@@ -170,8 +164,6 @@ pub fn filter_patch(patch: &str) -> Filtered {
             Some("binary change")
         } else if section.path.starts_with('/') || section.path.split('/').any(|p| p == "..") {
             Some("outside the crate")
-        } else if section.path == format!("src/{IN_CRATE_MODULE}.rs") {
-            Some("the hidden oracle's location")
         } else if !is_source_path(&section.path) {
             Some(
                 "not a source file (tests, manifests, build scripts and lockfiles are not part of a repair)",
@@ -373,13 +365,14 @@ diff --git a/src/logo.png b/src/logo.png\nGIT binary patch\nliteral 3\nabc\n";
     #[test]
     fn only_source_changes_are_kept() {
         let f = filter_patch(PATCH);
-        assert_eq!(f.applied, ["src/lib.rs"]);
-        assert_eq!(f.dropped.len(), 4, "{:?}", f.dropped);
+        // The in-crate oracle has no fixed place (its module name is drawn per grade), so that
+        // file is just a new source file that nothing compiles.
+        assert_eq!(f.applied, ["src/lib.rs", "src/faultline_oracle.rs"]);
+        assert_eq!(f.dropped.len(), 3, "{:?}", f.dropped);
         assert!(f.dropped[0].starts_with("Cargo.toml: not a source file"));
         assert!(f.dropped[1].starts_with("tests/t.rs"));
-        assert!(f.dropped[2].contains("oracle"));
-        assert!(f.dropped[3].contains("binary"));
-        assert!(f.patch.starts_with("diff --git a/src/lib.rs") && f.patch.ends_with("+b\n"));
+        assert!(f.dropped[2].contains("binary"));
+        assert!(f.patch.starts_with("diff --git a/src/lib.rs") && f.patch.ends_with("+x\n"));
     }
 
     #[test]
@@ -414,7 +407,7 @@ diff --git a/src/lib.rs b/src/lib.rs\nnew file mode 120000\n--- /dev/null\n+++ b
             r[0].contains("tests/t.rs, which is not a source file"),
             "{r:?}"
         );
-        let out_of_src = "diff --git a/src/a.rs b/src/faultline_oracle.rs\ncopy from src/a.rs\ncopy to src/faultline_oracle.rs\n";
+        let out_of_src = "diff --git a/src/a.rs b/tests/a.rs\nsimilarity index 100%\nrename from src/a.rs\nrename to tests/a.rs\n";
         assert_eq!(filter_patch(out_of_src).applied, Vec::<String>::new());
         let crlf = "diff --git a/src/y.rs b/src/y.rs\r\nnew file mode 100644\r\n--- /dev/null\r\n+++ b/src/y.rs\r\n@@ -0,0 +1 @@\r\n+y\r\n";
         assert!(refused(crlf).is_empty());

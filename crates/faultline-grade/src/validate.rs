@@ -3,7 +3,8 @@
 //! its texts pass the static checks.
 
 use crate::libtest::RunVerdict;
-use crate::workbench::{BuildTarget, IN_CRATE_MODULE, TestBinary, Workbench};
+use crate::verdict::{Judged, VerdictPlan, fresh_seed, judge_regression, run_oracle};
+use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
 use faultline_corpus::{
@@ -139,7 +140,7 @@ pub async fn validate_case(
         }
         if v.runs.iter().any(|r| r.verdict == "tampered") {
             report.problems.push(format!(
-                "the oracle's test output contradicts itself on the {name} version"
+                "the oracle's test output was forged or contradicts itself on the {name} version"
             ));
         }
     }
@@ -174,7 +175,7 @@ pub async fn run_variant(
     variant: Variant,
     k: u32,
 ) -> Result<VariantResult> {
-    let bench = Workbench::new(case, prepared, data, toolchain)?;
+    let bench = Workbench::new(prepared, data, toolchain)?;
     if variant == Variant::Gold
         && let Err(e) = bench.apply_patch(&gold.unified())
     {
@@ -189,7 +190,18 @@ pub async fn run_variant(
         // As grading keeps them: the buggy version's tests, whatever the fix did to them.
         swap_tests(&bench, gold, |f| f.old.as_deref())?;
     }
-    bench.inject_oracle(case)?;
+    let plan = match VerdictPlan::new(fresh_seed()?, case, &bench) {
+        Ok(plan) => plan,
+        Err(e) => {
+            return Ok(VariantResult {
+                build_error: Some(format!("the oracle's tests cannot be wrapped: {e:#}")),
+                build_secs: 0.0,
+                runs: Vec::new(),
+                regression: None,
+            });
+        }
+    };
+    plan.inject(&bench)?;
     let m = &case.manifest;
     let mut targets = vec![BuildTarget::Lib];
     for t in &m.regression.targets {
@@ -208,6 +220,7 @@ pub async fn run_variant(
         && built.as_ref().is_err_and(|f| !f.timed_out)
         && swap_tests(&bench, gold, |f| f.new.as_deref())?
     {
+        plan.inject(&bench)?;
         built = bench.build(&targets).await?;
     }
     let binaries = match built {
@@ -222,118 +235,118 @@ pub async fn run_variant(
         }
     };
     let build_secs = build_started.elapsed().as_secs_f64();
-    let (oracle_bins, filter): (Vec<&TestBinary>, Option<String>) = match m.oracle.kind {
-        OracleKind::InCrate => (
-            binaries
-                .iter()
-                .filter(|b| b.target == lib_target_name(&binaries, case))
-                .collect(),
-            Some(format!("{IN_CRATE_MODULE}::")),
-        ),
-        OracleKind::External => (
-            binaries
-                .iter()
-                .filter(|b| b.cwd.starts_with("/oracle"))
-                .collect(),
-            None,
-        ),
-    };
+    bench.hide(&plan.hidden_sources(&bench))?;
     let timeout = Duration::from_secs(m.oracle.timeout_secs);
     let mut runs = Vec::new();
     for seed in 1..=u64::from(k) {
-        let mut verdict = if oracle_bins.is_empty() {
-            RunVerdict::NoTests
-        } else {
-            RunVerdict::Pass
-        };
-        let mut wall = 0.0;
-        let mut test_secs = Some(0.0);
-        for bin in &oracle_bins {
-            let run = bench
-                .run(bin, filter.as_deref(), &[], seed, timeout)
-                .await?;
-            wall += run.wall_secs;
-            test_secs = match (test_secs, run.report.suite.and_then(|s| s.exec_time)) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
-            if verdict == RunVerdict::Pass {
-                verdict = run.verdict;
-            }
-        }
+        let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
         runs.push(OracleRun {
             seed,
-            verdict: verdict_name(verdict).into(),
-            passed: verdict == RunVerdict::Pass,
-            failed: verdict.is_failure(),
-            wall_secs: wall,
-            test_secs,
+            verdict: verdict_name(run.verdict).into(),
+            passed: run.verdict == RunVerdict::Pass,
+            failed: run.verdict.is_failure(),
+            wall_secs: run.wall_secs,
+            test_secs: run.test_secs,
         });
     }
-    let regression = run_regression(&bench, &binaries, case).await?;
+    let regression = run_regression(&bench, &binaries, case, &plan).await?;
+    let mut run = regression.run;
+    if let Some(why) = regression.forged {
+        run.passed = false;
+        run.failures.push(format!("forged output: {why}"));
+    }
     Ok(VariantResult {
         build_error: None,
         build_secs,
         runs,
-        regression: Some(regression),
+        regression: Some(run),
     })
 }
 
-/// Runs the regression targets once, skipping the oracle module and the case's skip list.
+/// A regression run and, if its output was forged, how we know.
+#[derive(Debug, Clone)]
+pub struct Regression {
+    /// The counts and failures, as reported.
+    pub run: RegressionRun,
+    /// Evidence of forged output, if any.
+    pub forged: Option<String>,
+}
+
+/// Runs the regression targets once, skipping the in-crate oracle's module and the case's skip
+/// list, with the seed of the primary oracle run (so the seed does not tell the runs apart). Each
+/// executable's canaries must fail (see [`judge_regression`]).
 pub async fn run_regression(
     bench: &Workbench,
     binaries: &[TestBinary],
     case: &Case,
-) -> Result<RegressionRun> {
+    plan: &VerdictPlan,
+) -> Result<Regression> {
     let m = &case.manifest;
     let mut skip = m.regression.skip.clone();
-    skip.push(format!("{IN_CRATE_MODULE}::"));
+    skip.extend(plan.regression_skip());
     let mut wall = 0.0;
     let mut passed = true;
     let mut tests_passed = 0;
     let mut failures = Vec::new();
+    let mut forged = None;
     let lib_name = lib_target_name(binaries, case);
     for target in &m.regression.targets {
         let wanted = match target.strip_prefix("test:") {
             Some(name) => name.to_string(),
             None => lib_name.clone(),
         };
+        let canaries = plan.canaries_of(&wanted);
         for bin in binaries
             .iter()
             .filter(|b| b.target == wanted && b.cwd == "/workspace")
         {
             let run = bench
-                .run(bin, None, &skip, 0, Duration::from_secs(30 * 60))
+                .run(
+                    bin,
+                    None,
+                    &skip,
+                    crate::grader::PRIMARY_SEED,
+                    Duration::from_secs(30 * 60),
+                )
                 .await?;
             wall += run.wall_secs;
+            let own = |name: &String| !canaries.contains(name);
             tests_passed += run
                 .report
                 .tests
-                .values()
-                .filter(|r| **r == crate::libtest::TestResult::Ok)
+                .iter()
+                .filter(|(n, r)| own(n) && **r == crate::libtest::TestResult::Ok)
                 .count() as u32;
+            let before = failures.len();
             for (name, r) in &run.report.tests {
-                if matches!(r, crate::libtest::TestResult::Failed { .. }) {
+                if own(name) && matches!(r, crate::libtest::TestResult::Failed { .. }) {
                     failures.push(name.clone());
                 }
             }
-            failures.extend(run.report.unfinished.iter().cloned());
-            match run.verdict {
-                RunVerdict::Pass | RunVerdict::NoTests => {}
-                other => {
+            failures.extend(run.report.unfinished.iter().filter(|n| own(n)).cloned());
+            match judge_regression(&run.report, run.exit_code, run.timed_out, &canaries) {
+                Judged::Forged(why) => {
                     passed = false;
-                    if failures.is_empty() {
+                    forged.get_or_insert(format!("{}: {why}", bin.target));
+                }
+                Judged::Verdict(RunVerdict::Pass | RunVerdict::NoTests) => {}
+                Judged::Verdict(other) => {
+                    passed = false;
+                    if failures.len() == before {
                         failures.push(format!("{} ({})", bin.target, verdict_name(other)));
                     }
                 }
             }
         }
     }
-    Ok(RegressionRun {
-        passed,
-        tests_passed,
-        failures,
-        wall_secs: wall,
+    Ok(Regression {
+        run: RegressionRun {
+            passed,
+            tests_passed,
+            failures,
+            wall_secs: wall,
+        },
+        forged,
     })
 }
 

@@ -1,6 +1,6 @@
 //! A workbench is a fresh copy of a case's grading template, never an agent's workspace: a
-//! patch is applied to it, the hidden oracle is put in, and tests are built and run in the
-//! sandbox, offline. The template is checked against its manifest before it is copied, and every
+//! patch is applied to it, the hidden oracle is put in (see [`crate::verdict`]), and tests are
+//! built and run in the sandbox, offline. The template is checked against its manifest before it is copied, and every
 //! host-side edit of the copy goes through [`Confined`], which follows no link.
 
 use crate::libtest::{self, RunVerdict, TestReport};
@@ -10,17 +10,14 @@ use faultline_corpus::confined::Confined;
 use faultline_corpus::workspace::{
     GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_outputs,
 };
-use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
+use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
-use faultline_schema::OracleKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
-
-/// Name of the module an in-crate oracle is compiled as; its tests are `faultline_oracle::*`.
-pub const IN_CRATE_MODULE: &str = "faultline_oracle";
 
 /// Where [`Workbench::run_alone`] mounts the test executable, and its working directory.
 const ALONE_EXECUTABLE: &str = "/test";
@@ -63,6 +60,8 @@ pub struct TestRun {
     pub report: TestReport,
     /// Exit code of the test process.
     pub exit_code: Option<i32>,
+    /// Whether the wall-clock limit ended it.
+    pub timed_out: bool,
     /// Wall-clock seconds of the sandboxed run.
     pub wall_secs: f64,
     /// The tail of standard error, for humans.
@@ -81,43 +80,41 @@ pub struct BuildFailure {
 /// A fresh copy of a case's grading template.
 #[derive(Debug)]
 pub struct Workbench {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// The crate copy on the host.
     pub workspace: PathBuf,
     /// The oracle package copy on the host (external oracles).
     pub oracle: Option<PathBuf>,
     files: Confined,
     sandbox: Sandbox,
-    kind: OracleKind,
+    /// Files moved out of the sandbox's view while tests run: (their place, where they wait).
+    hidden: Mutex<Vec<(PathBuf, String)>>,
 }
 
 impl Workbench {
     /// Copies the grading template of a prepared case (with the oracle, for external oracles).
     pub fn new(
-        case: &Case,
         prepared: &PreparedCase,
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, prepared, TemplateKind::Grading, data, toolchain)
+        Workbench::from_template(prepared, TemplateKind::Grading, data, toolchain)
     }
 
     /// Copies the agent template of a prepared case: no oracle, and a build cache that never saw
     /// one (for grading reproducers, which must not reach the oracle in any form).
     pub fn without_oracle(
-        case: &Case,
         prepared: &PreparedCase,
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<Workbench> {
-        Workbench::from_template(case, prepared, TemplateKind::Agent, data, toolchain)
+        Workbench::from_template(prepared, TemplateKind::Agent, data, toolchain)
     }
 
     /// Checks the template against its manifest (a damaged one is an error naming what
     /// differs), then copies it. The grading template's shared build outputs become links to
     /// their read-only mount (see [`copy_sharing_outputs`]).
     fn from_template(
-        case: &Case,
         prepared: &PreparedCase,
         kind: TemplateKind,
         data: &DataDir,
@@ -147,11 +144,11 @@ impl Workbench {
             Sandbox::new(template.sandbox_spec(toolchain, &workspace, oracle.as_deref()))?;
         Ok(Workbench {
             files: Confined::open(&workspace)?,
-            _dir: dir,
+            dir,
             workspace,
             oracle,
             sandbox,
-            kind: case.manifest.oracle.kind,
+            hidden: Mutex::new(Vec::new()),
         })
     }
 
@@ -170,25 +167,61 @@ impl Workbench {
         apply_patch(&self.workspace, patch)
     }
 
-    /// Puts an in-crate oracle into the crate: the module file, and a `#[cfg(test)]` line at the
-    /// end of the library root. Overwrites anything a patch put at that path.
-    pub fn inject_oracle(&self, case: &Case) -> Result<()> {
-        if self.kind != OracleKind::InCrate {
+    /// The files of the tree a host path of this workbench lies in (the crate's or the oracle
+    /// package's), and the path relative to it.
+    pub fn tree_of(&self, host: &Path) -> Result<(Confined, PathBuf)> {
+        if let Ok(rel) = host.strip_prefix(&self.workspace) {
+            return Ok((Confined::open(&self.workspace)?, rel.to_path_buf()));
+        }
+        if let Some(oracle) = &self.oracle
+            && let Ok(rel) = host.strip_prefix(oracle)
+        {
+            return Ok((Confined::open(oracle)?, rel.to_path_buf()));
+        }
+        bail!("{} is outside the workbench", host.display())
+    }
+
+    /// Moves files out of the sandbox's view until the next build (which puts them back), so
+    /// that the tests run meanwhile cannot read them. A rename keeps their modification times,
+    /// so cargo sees nothing to rebuild when they return; it moves a link itself, never what it
+    /// points to.
+    pub fn hide(&self, files: &[PathBuf]) -> Result<()> {
+        let store = self.dir.path().join("hidden");
+        std::fs::create_dir_all(&store)?;
+        let store = Confined::open(&store)?;
+        let mut hidden = self
+            .hidden
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned lock"))?;
+        for file in files {
+            let (tree, rel) = self.tree_of(file)?;
+            if !tree.is_file(&rel) {
+                continue;
+            }
+            let away = hidden.len().to_string();
+            tree.rename_to(&rel, &store, &away)
+                .with_context(|| format!("hiding {}", file.display()))?;
+            hidden.push((file.clone(), away));
+        }
+        Ok(())
+    }
+
+    /// Puts hidden files back.
+    fn restore_hidden(&self) -> Result<()> {
+        let mut hidden = self
+            .hidden
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned lock"))?;
+        if hidden.is_empty() {
             return Ok(());
         }
-        let lib_root = lib_root(&self.files)?;
-        let module_file = lib_root
-            .parent()
-            .context("library root has no directory")?
-            .join(format!("{IN_CRATE_MODULE}.rs"));
-        let module = std::fs::read(case.oracle_dir().join("oracle.rs"))
-            .context("reading the oracle module")?;
-        self.files.write(&module_file, &module)?;
-        self.files.append(
-            &lib_root,
-            format!("\n#[cfg(test)]\n#[path = \"{IN_CRATE_MODULE}.rs\"]\nmod {IN_CRATE_MODULE};\n")
-                .as_bytes(),
-        )?;
+        let store = Confined::open(&self.dir.path().join("hidden"))?;
+        for (place, away) in hidden.drain(..) {
+            let (tree, rel) = self.tree_of(&place)?;
+            store
+                .rename_to(&away, &tree, &rel)
+                .with_context(|| format!("restoring {}", place.display()))?;
+        }
         Ok(())
     }
 
@@ -254,6 +287,7 @@ impl Workbench {
         &self,
         targets: &[BuildTarget],
     ) -> Result<Result<Vec<TestBinary>, BuildFailure>> {
+        self.restore_hidden()?;
         let mut found = Vec::new();
         for target in targets {
             let (mut argv, cwd, env_target) = match target {
@@ -301,8 +335,9 @@ impl Workbench {
         Ok(Ok(found))
     }
 
-    /// Runs a test binary with libtest's JSON output. `filter` selects tests (substring, as
-    /// libtest), `skip` excludes them, `seed` is passed as `FAULTLINE_SEED`.
+    /// Runs a test binary with libtest's JSON output, in its package's root as `cargo test`
+    /// would. `filter` selects tests (substring, as libtest), `skip` excludes them, `seed` is
+    /// passed as `FAULTLINE_SEED`.
     pub async fn run(
         &self,
         bin: &TestBinary,
@@ -311,10 +346,41 @@ impl Workbench {
         seed: u64,
         timeout: Duration,
     ) -> Result<TestRun> {
-        let req = libtest_request(&bin.path, filter, skip, timeout)
-            .workdir(bin.cwd.clone())
+        let mut args: Vec<String> = filter.iter().map(|f| f.to_string()).collect();
+        for s in skip {
+            args.push("--skip".into());
+            args.push(s.clone());
+        }
+        self.run_args(bin, args, &bin.cwd, seed, timeout).await
+    }
+
+    /// Runs the one test named `name` (`--exact`), in the crate's directory whatever package the
+    /// executable belongs to, as the agent's own tests run: where the test was built says nothing
+    /// to the code under test.
+    pub async fn run_exact(
+        &self,
+        bin: &TestBinary,
+        name: &str,
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<TestRun> {
+        let args = vec!["--exact".to_string(), name.to_string()];
+        self.run_args(bin, args, GUEST_WORKSPACE, seed, timeout)
+            .await
+    }
+
+    async fn run_args(
+        &self,
+        bin: &TestBinary,
+        args: Vec<String>,
+        cwd: &str,
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<TestRun> {
+        let req = libtest_request(&bin.path, args, timeout)
+            .workdir(cwd)
             .env("FAULTLINE_SEED", seed.to_string())
-            .env("CARGO_MANIFEST_DIR", bin.cwd.clone());
+            .env("CARGO_MANIFEST_DIR", cwd);
         Ok(test_run(self.sandbox.exec(&req).await?))
     }
 
@@ -331,7 +397,7 @@ impl Workbench {
         spec.tmpfs.push(ALONE_WORKDIR.into());
         spec.env.clear();
         let sandbox = Sandbox::new(spec)?;
-        let req = libtest_request(ALONE_EXECUTABLE, None, &[], timeout);
+        let req = libtest_request(ALONE_EXECUTABLE, Vec::new(), timeout);
         Ok(test_run(sandbox.exec(&req).await?))
     }
 
@@ -355,12 +421,7 @@ impl Workbench {
 
 /// A test executable's command line for libtest's JSON output, with the environment libtest
 /// and the panic handler read.
-fn libtest_request(
-    executable: &str,
-    filter: Option<&str>,
-    skip: &[String],
-    timeout: Duration,
-) -> ExecRequest {
+fn libtest_request(executable: &str, args: Vec<String>, timeout: Duration) -> ExecRequest {
     let mut argv = vec![
         executable.to_string(),
         "-Z".into(),
@@ -368,13 +429,7 @@ fn libtest_request(
         "--format".into(),
         "json".into(),
     ];
-    if let Some(f) = filter {
-        argv.push(f.to_string());
-    }
-    for s in skip {
-        argv.push("--skip".into());
-        argv.push(s.clone());
-    }
+    argv.extend(args);
     ExecRequest::argv(argv, timeout)
         .cap(MACHINE_OUTPUT_CAP)
         // libtest's JSON output is gated on this variable at run time; the build is not.
@@ -394,6 +449,7 @@ fn test_run(out: ExecOutput) -> TestRun {
         verdict,
         report,
         exit_code: out.exit_code,
+        timed_out: out.timed_out,
         wall_secs: out.duration.as_secs_f64(),
         stderr_tail,
     }

@@ -192,7 +192,7 @@ async fn mode_changes_are_refused_and_files_outside_src_dropped() {
 async fn sandboxed_code_can_change_neither_shared_outputs_nor_host_files() {
     let f = fixture().await;
     let (_keep, victim, before) = host_victim();
-    let bench = Workbench::new(&f.case, &f.prepared, &f.data, &f.toolchain).unwrap();
+    let bench = Workbench::new(&f.prepared, &f.data, &f.toolchain).unwrap();
     // The attack that once poisoned the template, from inside the sandbox; then a link planted
     // where the grader will next edit a file.
     let script = format!(

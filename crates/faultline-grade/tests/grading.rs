@@ -1,7 +1,8 @@
 //! Grading on the fixture case: the gold patch passes, the empty patch fails, labels score 1,
 //! the oracle is a valid reproducer, reproducers that read the sources are illegal and run where
 //! nothing of the case is in reach, and each tampering attempt is graded for what the patch
-//! really fixes. Real sandboxes, real cargo builds of the fixture crate.
+//! really fixes, or as `tampered` when it forges test output. Real sandboxes, real cargo builds
+//! of the fixture crate.
 
 use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::gold::diff_trees;
@@ -261,7 +262,7 @@ async fn editing_or_deleting_regression_tests_does_not_help() {
 }
 
 #[tokio::test]
-async fn manifest_test_and_oracle_path_changes_are_dropped() {
+async fn manifest_and_test_changes_are_dropped() {
     let manifest = patch_of("Cargo.toml", |t| {
         format!("{t}\n[lib]\ntest = false\ndoctest = false\n")
     });
@@ -271,8 +272,14 @@ async fn manifest_test_and_oracle_path_changes_are_dropped() {
     let outside = "diff --git a/../oracle/tests/merge.rs b/../oracle/tests/merge.rs\n--- a/../oracle/tests/merge.rs\n+++ b/../oracle/tests/merge.rs\n@@ -1 +1 @@\n-use toy_counter::GCounter;\n+use toy_counter::GCounter; // pass\n";
     let g = repair(&format!("{manifest}{oracle}{outside}")).await;
     assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
-    let dropped = g.repair.unwrap().dropped;
-    assert_eq!(dropped.len(), 3, "{dropped:?}");
+    // The in-crate oracle's module has a random name per grade, so a file at its old place is
+    // just a source file that nothing compiles.
+    let r = g.repair.unwrap();
+    assert_eq!(r.dropped.len(), 2, "{:?}", r.dropped);
+    assert!(
+        r.applied_files
+            .contains(&"src/faultline_oracle.rs".to_string())
+    );
 
     let g = repair(&format!("{manifest}{}", gold())).await;
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
@@ -295,7 +302,8 @@ async fn printing_fake_test_results_does_not_pass() {
     });
     assert!(patch.contains("test result: ok"), "{patch}");
     let g = repair(&patch).await;
-    assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
+    assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+    assert_eq!(g.score, Some(0.0));
     let catch = lib_patch(|t| {
         t.replace(
             FIX_OLD,
@@ -420,7 +428,7 @@ fn nothing_of_the_case_is_in_reach() {
     assert_eq!(vars, ["RUSTC_BOOTSTRAP", "RUST_BACKTRACE"]);
 }
 "#;
-    let bench = Workbench::new(&f.case, &f.prepared, &f.data, &f.toolchain).unwrap();
+    let bench = Workbench::new(&f.prepared, &f.data, &f.toolchain).unwrap();
     bench
         .replace_oracle_tests("faultline_repro", snoop)
         .unwrap();

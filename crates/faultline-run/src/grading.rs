@@ -114,6 +114,7 @@ pub fn verdict_about_submission(grade: &Grade) -> bool {
         | Outcome::PassesOnBoth
         | Outcome::Flaky
         | Outcome::Illegal
+        | Outcome::Tampered
         | Outcome::InvalidSubmission => true,
         Outcome::BuildError | Outcome::DoesNotCompile | Outcome::Timeout | Outcome::InfraError => {
             false

@@ -27,6 +27,9 @@ pub enum Outcome {
     BuildError,
     /// Repair: the oracle or the regression tests ran out of time.
     Timeout,
+    /// Repair: the test output was forged (a test that fails whatever happens reported `ok`, a
+    /// run reported tests it was not asked to run, or its events contradict themselves).
+    Tampered,
     /// Diagnosis: scored (see the scores).
     Scored,
     /// Reproduction: fails on the buggy version and passes with the gold patch, k times each.
@@ -64,6 +67,7 @@ impl Outcome {
             Outcome::PatchError => "patch_error",
             Outcome::BuildError => "build_error",
             Outcome::Timeout => "timeout",
+            Outcome::Tampered => "tampered",
             Outcome::Scored => "scored",
             Outcome::Valid => "valid",
             Outcome::FailsOnBoth => "fails_on_both",
@@ -128,6 +132,10 @@ pub struct RepairDetails {
     pub robustness_passed: u32,
     /// The build error or patch error text (capped).
     pub error: Option<String>,
+    /// The per-grade seed (16 hex digits, drawn from the operating system) that the names of the
+    /// oracle's wrappers, canaries and modules, the canaries' expected messages and the order of
+    /// the runs were derived from, so that an audit can replay them.
+    pub grade_seed: Option<String>,
 }
 
 /// Reproduction details.

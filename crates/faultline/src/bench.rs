@@ -6,7 +6,8 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use faultline_corpus::manifest::Depth;
 use faultline_corpus::{Case, PrepareOptions, TemplateKind, prepare};
-use faultline_grade::workbench::{BuildTarget, IN_CRATE_MODULE, Workbench};
+use faultline_grade::verdict::{VerdictPlan, fresh_seed, run_oracle};
+use faultline_grade::workbench::{BuildTarget, Workbench};
 use faultline_grade::{GradeContext, GradeOptions, grade_repair};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
 use faultline_schema::OracleKind;
@@ -23,7 +24,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
-    /// One oracle run through the harness, against the test binary's own run time.
+    /// One oracle run through the harness (every wrapper and canary in its own process), against
+    /// the test binary's own run of the oracle's tests in one process.
     Oracle {
         /// The case id.
         case: String,
@@ -114,8 +116,9 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             let case = get(&case)?;
             let prepared =
                 prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
-            let bench = Workbench::new(&case, &prepared, &env.data, &toolchain)?;
-            bench.inject_oracle(&case)?;
+            let bench = Workbench::new(&prepared, &env.data, &toolchain)?;
+            let plan = VerdictPlan::new(fresh_seed()?, &case, &bench)?;
+            plan.inject(&bench)?;
             let target = match case.manifest.oracle.kind {
                 OracleKind::External => BuildTarget::Oracle,
                 OracleKind::InCrate => BuildTarget::Lib,
@@ -124,32 +127,47 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 .build(std::slice::from_ref(&target))
                 .await?
                 .map_err(|f| anyhow::anyhow!("build failed: {}", f.stderr))?;
-            let lib = case.manifest.source.crate_name().replace('-', "_");
-            let bin = bins
+            bench.hide(&plan.hidden_sources(&bench))?;
+            // The oracle's own tests, without the wrappers, in one process per executable.
+            let mut own_args: Vec<String> = plan
+                .oracle_module
                 .iter()
-                .find(|b| target == BuildTarget::Oracle || b.target == lib)
-                .context("no oracle test binary")?
-                .clone();
-            let filter = (case.manifest.oracle.kind == OracleKind::InCrate)
-                .then(|| format!("{IN_CRATE_MODULE}::"));
+                .map(|m| format!("{m}::"))
+                .collect();
+            own_args.extend(["--skip".to_string(), format!("{}::", plan.wrapper_module)]);
+            let targets: Vec<&str> = plan.wrappers.iter().map(|w| w.target.as_str()).collect();
+            let own_bins: Vec<String> = bins
+                .iter()
+                .filter(|b| targets.contains(&b.target.as_str()))
+                .map(|b| b.path.clone())
+                .collect();
+            if own_bins.is_empty() {
+                bail!("no oracle test binary");
+            }
             let timeout = Duration::from_secs(case.manifest.oracle.timeout_secs);
             let (mut harness, mut own) = (Vec::new(), Vec::new());
             for i in 0..runs {
+                let seed = i as u64 + 1;
                 let t = Instant::now();
-                bench
-                    .run(&bin, filter.as_deref(), &[], i as u64 + 1, timeout)
-                    .await?;
+                run_oracle(&bench, &bins, &plan, seed, timeout).await?;
                 harness.push(t.elapsed().as_secs_f64());
-                // The test binary's own run time, measured inside the sandbox around it.
+                // The test binaries' own run time, measured inside the sandbox around them.
+                let commands: Vec<String> = own_bins
+                    .iter()
+                    .map(|b| {
+                        format!(
+                            "FAULTLINE_SEED={seed} {b} {} >/dev/null 2>&1",
+                            own_args.join(" ")
+                        )
+                    })
+                    .collect();
                 let script = format!(
-                    "s=$(date +%s%N); FAULTLINE_SEED={} {} {} >/dev/null 2>&1; e=$(date +%s%N); echo $((e - s))",
-                    i + 1,
-                    bin.path,
-                    filter.as_deref().unwrap_or("")
+                    "s=$(date +%s%N); {}; e=$(date +%s%N); echo $((e - s))",
+                    commands.join("; ")
                 );
                 let out = bench
                     .sandbox()
-                    .exec(&ExecRequest::bash(script, timeout).workdir(bin.cwd.clone()))
+                    .exec(&ExecRequest::bash(script, timeout).workdir("/workspace"))
                     .await?;
                 let nanos: f64 = out
                     .stdout
@@ -186,11 +204,11 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 }
                 // The same work by hand in a warm copy: patch, then an incremental `cargo test` of
                 // the crate and of the oracle.
-                let bench = Workbench::new(&case, &prepared, &env.data, &toolchain)?;
+                let bench = Workbench::new(&prepared, &env.data, &toolchain)?;
                 bench
                     .apply_patch(&gold.unified())
                     .map_err(anyhow::Error::msg)?;
-                bench.inject_oracle(&case)?;
+                VerdictPlan::new(fresh_seed()?, &case, &bench)?.inject(&bench)?;
                 let t = Instant::now();
                 bench
                     .sandbox()
