@@ -873,8 +873,7 @@ pub async fn run_oracle(
         let runs = join_all(
             runnable
                 .iter()
-                .map(|(w, bin)| bench.run_exact(bin, &w.name, seed, timeout))
-                .collect(),
+                .map(|(w, bin)| bench.run_exact(bin, &w.name, seed, timeout)),
         )
         .await;
         let mut hung = false;
