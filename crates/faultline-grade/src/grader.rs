@@ -127,6 +127,10 @@ fn new_grade(ctx: &GradeContext, trial_id: &str, track: Track, submission: &str)
         },
         graded_at: String::new(),
         wall_secs: 0.0,
+        protections: crate::protections::records(&crate::protections::for_grading(
+            ctx.prepared,
+            ctx.toolchain,
+        )),
     })
 }
 
@@ -300,10 +304,10 @@ async fn repair_inner(
         Ok(b) => b,
         Err((o, err)) => {
             details.error = Some(cap(&err, 4000));
-            let reason = if o == Outcome::Timeout {
-                "the build ran out of time"
-            } else {
-                "the patched crate or the oracle does not compile"
+            let reason = match o {
+                Outcome::Timeout => "the build ran out of time",
+                Outcome::ResourceLimit => "the build ran into a resource limit of the sandbox",
+                _ => "the patched crate or the oracle does not compile",
             };
             return Ok((o, reason.into(), details));
         }
@@ -312,6 +316,9 @@ async fn repair_inner(
     bench.hide(&plan.hidden_sources(&bench))?;
     let oracle = run_oracle(&bench, &oracle_binaries, &plan, PRIMARY_SEED, timeout).await?;
     details.oracle = Some(verdict_name(oracle.verdict).into());
+    if let Some(stop) = limit_stop(&oracle.limit, oracle.verdict, "the oracle") {
+        return Ok((Outcome::ResourceLimit, stop, details));
+    }
     match oracle.verdict {
         RunVerdict::Pass => {}
         RunVerdict::Timeout => {
@@ -336,16 +343,15 @@ async fn repair_inner(
             Ok(b) => b,
             Err((o, err)) => {
                 details.error = Some(cap(&err, 4000));
-                let (outcome, reason) = if o == Outcome::Timeout {
-                    (
-                        Outcome::Timeout,
-                        "the regression tests' build ran out of time",
-                    )
-                } else {
-                    (
+                let (outcome, reason) = match o {
+                    Outcome::Timeout | Outcome::ResourceLimit => (
+                        o,
+                        "the regression tests' build ran out of time or into a resource limit",
+                    ),
+                    _ => (
                         Outcome::FailRegression,
                         "the crate's own tests do not compile against the patch",
-                    )
+                    ),
                 };
                 return Ok((outcome, reason.into(), details));
             }
@@ -354,6 +360,18 @@ async fn repair_inner(
     let regression = run_regression(&bench, &regression_binaries, ctx.case, &plan).await?;
     details.regression_passed = Some(regression.run.tests_passed);
     details.regression_failures = regression.run.failures.clone();
+    let regression_verdict = if regression.run.passed {
+        RunVerdict::Pass
+    } else {
+        RunVerdict::Fail
+    };
+    if let Some(stop) = limit_stop(
+        &regression.limit,
+        regression_verdict,
+        "the regression tests",
+    ) {
+        return Ok((Outcome::ResourceLimit, stop, details));
+    }
     if let Some(why) = regression.forged {
         return Ok((
             Outcome::Tampered,
@@ -383,6 +401,9 @@ async fn repair_inner(
             .await?;
             if v.verdict == RunVerdict::Tampered {
                 return Ok(forged(&v, details));
+            }
+            if let Some(stop) = limit_stop(&v.limit, v.verdict, "the oracle under a further seed") {
+                return Ok((Outcome::ResourceLimit, stop, details));
             }
             details.robustness_seeds += 1;
             if v.verdict == RunVerdict::Pass {
@@ -417,6 +438,15 @@ fn still_intact(ctx: &GradeContext<'_>, kinds: &[TemplateKind]) -> Result<()> {
             .context("after grading, the templates no longer matched their manifest")?;
     }
     Ok(())
+}
+
+/// The reason to stop at a resource limit: a run that did not pass and ran into one is decided
+/// by the limit, not by the code (a pass despite a limit stands).
+fn limit_stop(limit: &Option<String>, verdict: RunVerdict, what: &str) -> Option<String> {
+    let limit = limit.as_deref()?;
+    (verdict != RunVerdict::Pass && verdict != RunVerdict::Tampered).then(|| {
+        format!("{what} ran into the sandbox's {limit} limit (`--sandbox-{limit}` raises it)")
+    })
 }
 
 /// The grade of an oracle run whose output was forged.
@@ -486,19 +516,23 @@ async fn build_regression(
     }
 }
 
-/// Builds targets; a failed build becomes its outcome (build error or timeout) and the compiler's
-/// words.
+/// Builds targets; a failed build becomes its outcome (build error, timeout or resource limit)
+/// and the compiler's words.
 async fn build_or_outcome(
     bench: &Workbench,
     targets: &[BuildTarget],
 ) -> Result<Result<Vec<TestBinary>, (Outcome, String)>> {
-    Ok(bench.build(targets).await?.map_err(|f| {
-        let outcome = if f.timed_out {
-            Outcome::Timeout
-        } else {
-            Outcome::BuildError
-        };
-        (outcome, f.stderr)
+    Ok(bench.build(targets).await?.map_err(|f| match f.limit {
+        Some(limit) => (
+            Outcome::ResourceLimit,
+            format!(
+                "the build ran into the sandbox's {} limit\n\n{}",
+                limit.as_str(),
+                f.stderr
+            ),
+        ),
+        None if f.timed_out => (Outcome::Timeout, f.stderr),
+        None => (Outcome::BuildError, f.stderr),
     }))
 }
 

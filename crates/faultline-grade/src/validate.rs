@@ -270,6 +270,8 @@ pub struct Regression {
     pub run: RegressionRun,
     /// Evidence of forged output, if any.
     pub forged: Option<String>,
+    /// The sandbox's resource limit a test executable ran into, if one did.
+    pub limit: Option<String>,
 }
 
 /// Runs the regression targets once, skipping the in-crate oracle's module and the case's skip
@@ -289,6 +291,7 @@ pub async fn run_regression(
     let mut tests_passed = 0;
     let mut failures = Vec::new();
     let mut forged = None;
+    let mut limit = None;
     let lib_name = lib_target_name(binaries, case);
     for target in &m.regression.targets {
         let wanted = match target.strip_prefix("test:") {
@@ -310,6 +313,9 @@ pub async fn run_regression(
                 )
                 .await?;
             wall += run.wall_secs;
+            if limit.is_none() {
+                limit.clone_from(&run.limit);
+            }
             let own = |name: &String| !canaries.contains(name);
             tests_passed += run
                 .report
@@ -347,6 +353,7 @@ pub async fn run_regression(
             wall_secs: wall,
         },
         forged,
+        limit,
     })
 }
 

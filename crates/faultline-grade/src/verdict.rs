@@ -824,6 +824,8 @@ pub struct OracleVerdict {
     pub wall_secs: f64,
     /// Seconds libtest measured, summed (absent when a run did not finish).
     pub test_secs: Option<f64>,
+    /// The sandbox's resource limit a process ran into, if one did.
+    pub limit: Option<String>,
 }
 
 /// Runs every wrapper of the plan in its own process, in an order drawn for this seed, and judges
@@ -854,6 +856,7 @@ pub async fn run_oracle(
         reason: None,
         wall_secs: 0.0,
         test_secs: Some(0.0),
+        limit: None,
     };
     for batch in order.chunks(tests.min(processors).max(1)) {
         let mut runnable = Vec::new();
@@ -880,6 +883,9 @@ pub async fn run_oracle(
         for ((w, _), run) in runnable.into_iter().zip(runs) {
             let run = run?;
             out.wall_secs += run.wall_secs;
+            if out.limit.is_none() {
+                out.limit.clone_from(&run.limit);
+            }
             out.test_secs = match (out.test_secs, run.report.suite.and_then(|s| s.exec_time)) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,

@@ -11,7 +11,9 @@ use faultline_corpus::workspace::{
     GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_outputs,
 };
 use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
-use faultline_sandbox::{ExecOutput, ExecRequest, Mount, Sandbox, SandboxSpec, Toolchain};
+use faultline_sandbox::{
+    ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxSpec, Toolchain,
+};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,6 +64,9 @@ pub struct TestRun {
     pub exit_code: Option<i32>,
     /// Whether the wall-clock limit ended it.
     pub timed_out: bool,
+    /// The sandbox's resource limit the run ran into (`memory`, `disk`, `processes`), if one did.
+    #[serde(default)]
+    pub limit: Option<String>,
     /// Wall-clock seconds of the sandboxed run.
     pub wall_secs: f64,
     /// The tail of standard error, for humans.
@@ -75,6 +80,8 @@ pub struct BuildFailure {
     pub stderr: String,
     /// Whether the build ran out of time.
     pub timed_out: bool,
+    /// The sandbox's resource limit the build ran into, if one did.
+    pub limit: Option<LimitHit>,
 }
 
 /// A fresh copy of a case's grading template.
@@ -326,6 +333,7 @@ impl Workbench {
             let out = self.sandbox.exec(&req).await?;
             if !out.success() {
                 return Ok(Err(BuildFailure {
+                    limit: out.limit_hit(),
                     stderr: out.stderr.text,
                     timed_out: out.timed_out,
                 }));
@@ -450,6 +458,7 @@ fn test_run(out: ExecOutput) -> TestRun {
         report,
         exit_code: out.exit_code,
         timed_out: out.timed_out,
+        limit: out.limit_hit().map(|l| l.as_str().to_string()),
         wall_secs: out.duration.as_secs_f64(),
         stderr_tail,
     }

@@ -10,12 +10,12 @@
 use anyhow::Result;
 use faultline_agent::Submission;
 use faultline_corpus::workspace::toolchain_version;
-use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
+use faultline_corpus::{Case, DataDir, PreparedCase};
 use faultline_grade::grader::case_hash;
 use faultline_grade::{
     GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
 };
-use faultline_sandbox::{Protections, Toolchain};
+use faultline_sandbox::Toolchain;
 use faultline_schema::grade::GRADE_SCHEMA_VERSION;
 use faultline_schema::{Grade, Outcome, Track};
 use sha2::{Digest, Sha256};
@@ -41,14 +41,7 @@ pub struct GradeEnvironment {
 impl GradeEnvironment {
     /// The environment grades of a prepared case get on this machine.
     pub fn of(prepared: &PreparedCase, toolchain: &Toolchain) -> Result<GradeEnvironment> {
-        let grading = prepared.template(TemplateKind::Grading);
-        // What a workbench's sandbox gets, asked without building one: building a sandbox
-        // hands its writable mounts (here, the template) to the sandbox's identity.
-        let protections = Protections::for_spec(&grading.sandbox_spec(
-            toolchain,
-            &grading.workspace,
-            grading.oracle.as_deref(),
-        ));
+        let protections = faultline_grade::protections::for_grading(prepared, toolchain);
         Ok(GradeEnvironment {
             toolchain: toolchain_version(toolchain)?,
             protections: protections.to_string(),
@@ -116,9 +109,11 @@ pub fn verdict_about_submission(grade: &Grade) -> bool {
         | Outcome::Illegal
         | Outcome::Tampered
         | Outcome::InvalidSubmission => true,
-        Outcome::BuildError | Outcome::DoesNotCompile | Outcome::Timeout | Outcome::InfraError => {
-            false
-        }
+        Outcome::BuildError
+        | Outcome::DoesNotCompile
+        | Outcome::Timeout
+        | Outcome::ResourceLimit
+        | Outcome::InfraError => false,
     }
 }
 
@@ -201,6 +196,7 @@ fn no_submission(ctx: &GradeContext, trial_id: &str, track: Track) -> Result<Gra
         },
         graded_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         wall_secs: 0.0,
+        protections: Vec::new(),
     })
 }
 
@@ -228,6 +224,7 @@ mod tests {
             },
             graded_at: String::new(),
             wall_secs: 0.0,
+            protections: Vec::new(),
         }
     }
 

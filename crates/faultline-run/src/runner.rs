@@ -555,6 +555,7 @@ fn infra_grade(case: &Case, trial_id: &str, track: Track, why: &str) -> Result<G
         },
         graded_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         wall_secs: 0.0,
+        protections: Vec::new(),
     })
 }
 

@@ -1,5 +1,6 @@
 //! `grade.json`: the verdict on one submission, format version 1, written beside the trial.
 
+use crate::protection::ProtectionRecord;
 use crate::task::Track;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,10 @@ pub enum Outcome {
     /// Repair: the test output was forged (a test that fails whatever happens reported `ok`, a
     /// run reported tests it was not asked to run, or its events contradict themselves).
     Tampered,
+    /// Repair or reproduction: a build or a test ran into a resource limit of the grading
+    /// sandbox (memory, disk or processes; the reason names it). Scores 0 and is never cached,
+    /// so a grade under higher limits decides again.
+    ResourceLimit,
     /// Diagnosis: scored (see the scores).
     Scored,
     /// Reproduction: fails on the buggy version and passes with the gold patch, k times each.
@@ -68,6 +73,7 @@ impl Outcome {
             Outcome::BuildError => "build_error",
             Outcome::Timeout => "timeout",
             Outcome::Tampered => "tampered",
+            Outcome::ResourceLimit => "resource_limit",
             Outcome::Scored => "scored",
             Outcome::Valid => "valid",
             Outcome::FailsOnBoth => "fails_on_both",
@@ -197,4 +203,8 @@ pub struct Grade {
     pub graded_at: String,
     /// Seconds grading took.
     pub wall_secs: f64,
+    /// The sandbox protections the grading sandbox ran under (absent in grades made before they
+    /// were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protections: Vec<ProtectionRecord>,
 }
