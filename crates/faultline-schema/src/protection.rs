@@ -27,11 +27,16 @@ pub struct ProtectionRecord {
     pub detail: String,
 }
 
-/// The protections that were asked for but did not hold, as `name (why)`.
+/// The protections that did not hold, whether the machine could not give them or the
+/// configuration turned them off, as `name (why)`: either way a score earned without them is not
+/// comparable with one earned under them.
 pub fn lacking(records: &[ProtectionRecord]) -> Vec<String> {
     records
         .iter()
-        .filter(|p| p.state == ProtectionState::Unavailable)
-        .map(|p| format!("{} ({})", p.name, p.detail))
+        .filter(|p| p.state != ProtectionState::Active)
+        .map(|p| match p.state {
+            ProtectionState::Off => format!("{} (turned off: {})", p.name, p.detail),
+            _ => format!("{} ({})", p.name, p.detail),
+        })
         .collect()
 }
