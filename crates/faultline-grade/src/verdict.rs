@@ -25,7 +25,7 @@ use crate::workbench::{TestBinary, Workbench, lib_root};
 use anyhow::{Context, Result, anyhow, bail};
 use faultline_corpus::Case;
 use faultline_corpus::confined::Confined;
-use faultline_corpus::workspace::{GUEST_ORACLE, GUEST_WORKSPACE};
+use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
 use faultline_schema::OracleKind;
 use futures_util::future::join_all;
 use quote::ToTokens;
