@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
-use faultline_corpus::workspace::{copy_preserving, install_reproducer};
+use faultline_corpus::workspace::copy::copy_preserving;
+use faultline_corpus::workspace::reproducer::install_reproducer;
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
 use faultline_schema::{Condition, Task, Track};

@@ -3,7 +3,8 @@
 //! and the shotguns, the 50 largest files named whole and the `everything` baseline, earn full
 //! DistDebug block coverage on the smoke suite yet no more than the BM25 localizer.
 
-use faultline_agent::baselines::{self, FunctionIndex, LOCALIZER_TOP_K};
+use faultline_agent::baselines::localize::FunctionIndex;
+use faultline_agent::baselines::{self, LOCALIZER_TOP_K};
 use faultline_corpus::{Case, Corpus, DataDir};
 use faultline_grade::diagnosis::score;
 use faultline_schema::diagnosis::MAX_DIAGNOSIS_BLOCKS;

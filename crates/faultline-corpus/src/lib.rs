@@ -15,6 +15,6 @@ pub mod workspace;
 
 pub use case::{BundleFile, Case, CaseError, Corpus, Selection};
 pub use gold::TreeDiff;
-pub use workspace::{
-    DataDir, PrepareOptions, PreparedCase, Template, TemplateDamaged, TemplateKind, prepare,
-};
+pub use workspace::layout::{DataDir, Template, TemplateKind};
+pub use workspace::prepared::{PreparedCase, TemplateDamaged};
+pub use workspace::{PrepareOptions, prepare};

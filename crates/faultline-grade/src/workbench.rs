@@ -7,9 +7,8 @@ use crate::libtest::{self, RunVerdict, TestReport};
 use crate::patch::{check_tests_kept, restore_tests};
 use anyhow::{Context, Result, bail};
 use faultline_corpus::confined::Confined;
-use faultline_corpus::workspace::{
-    GUEST_ORACLE, GUEST_WORKSPACE, copy_preserving, copy_sharing_outputs,
-};
+use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
+use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
 use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{
     ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxSpec, Toolchain,

@@ -5,6 +5,7 @@ pub mod grading;
 pub mod merge;
 pub mod pack;
 pub mod plan;
+pub mod progress;
 pub mod regrade;
 pub mod report;
 pub mod results;

@@ -88,7 +88,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 .prefix("bench-")
                 .tempdir_in(env.data.scratch()?)?;
             let workspace = copy.path().join("workspace");
-            faultline_corpus::workspace::copy_preserving(&agent.workspace, &workspace)?;
+            faultline_corpus::workspace::copy::copy_preserving(&agent.workspace, &workspace)?;
             let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &workspace, None))?;
             let (mut again, mut plain) = (Vec::new(), Vec::new());
             for _ in 0..runs {

@@ -283,7 +283,7 @@ async fn lock(env: &Env, ids: &[String]) -> Result<ExitCode> {
         };
         let prepared =
             faultline_corpus::prepare(case, &env.data, &toolchain, &Default::default()).await?;
-        let written = faultline_corpus::workspace::record_locks(case, &prepared)?;
+        let written = faultline_corpus::workspace::resolve::record_locks(case, &prepared)?;
         if written.is_empty() {
             println!("{id}: lockfiles already recorded");
         }

@@ -8,11 +8,11 @@ use faultline_agent::{Baseline, ExternalAgent, Templates};
 use faultline_corpus::Corpus;
 use faultline_grade::GradeOptions;
 use faultline_model::{ModelConfig, PricingTable, Protocol};
+use faultline_run::progress::ProgressStats;
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
 use faultline_sandbox::Toolchain;
-use faultline_schema::{Condition, Limits, Outcome, Track};
+use faultline_schema::{Condition, Limits, Track};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -286,23 +286,11 @@ pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Progress on a terminal (a bar) or in logs (a line per trial).
+/// Progress on a terminal (a bar) or in logs (a line per trial), drawn from the run's
+/// [`ProgressStats`].
 struct ConsoleProgress {
     bar: Option<ProgressBar>,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    total: usize,
-    done: usize,
-    running: usize,
-    failed: usize,
-    cost: f64,
-    cost_unknown: bool,
-    outcomes: BTreeMap<&'static str, usize>,
-    started: Option<Instant>,
-    finished_now: usize,
+    stats: Mutex<ProgressStats>,
 }
 
 impl ConsoleProgress {
@@ -317,7 +305,7 @@ impl ConsoleProgress {
         });
         ConsoleProgress {
             bar,
-            state: Mutex::new(State::default()),
+            stats: Mutex::new(ProgressStats::default()),
         }
     }
 
@@ -337,7 +325,9 @@ impl ConsoleProgress {
 
 impl Progress for ConsoleProgress {
     fn event(&self, e: ProgressEvent) {
-        let mut s = self.state.lock().expect("not poisoned");
+        let now = Instant::now();
+        let mut s = self.stats.lock().expect("not poisoned");
+        s.record(&e, now);
         match e {
             ProgressEvent::Preparing(case) => {
                 drop(s);
@@ -348,9 +338,6 @@ impl Progress for ConsoleProgress {
                 done,
                 pending,
             } => {
-                s.total = total;
-                s.done = done;
-                s.started = Some(Instant::now());
                 if let Some(b) = &self.bar {
                     b.set_length(total as u64);
                     b.set_position(done as u64);
@@ -360,34 +347,20 @@ impl Progress for ConsoleProgress {
                     "{total} trials: {done} already recorded, {pending} to run"
                 ));
             }
-            ProgressEvent::Started(_) => s.running += 1,
+            ProgressEvent::Started(_) => {}
             ProgressEvent::Finished(r) => {
-                s.running = s.running.saturating_sub(1);
-                s.done += 1;
-                s.finished_now += 1;
-                if r.outcome == Outcome::InfraError {
-                    s.failed += 1;
-                }
-                match r.cost_usd {
-                    Some(c) => s.cost += c,
-                    None => s.cost_unknown = true,
-                }
-                *s.outcomes.entry(r.outcome.as_str()).or_insert(0) += 1;
-                let eta = s.started.map(|t| {
-                    let per = t.elapsed().as_secs_f64() / s.finished_now as f64;
-                    per * (s.total - s.done) as f64
-                });
+                let eta = s.eta_secs(now);
                 let cost = if s.cost_unknown {
-                    format!("${:.2}+?", s.cost)
+                    format!("${:.2}+?", s.cost_usd)
                 } else {
-                    format!("${:.2}", s.cost)
+                    format!("${:.2}", s.cost_usd)
                 };
                 let counts: Vec<String> =
                     s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
                 let status = format!(
                     "running {}, infra errors {}, {cost}, {}",
                     s.running,
-                    s.failed,
+                    s.infra_errors,
                     counts.join(" ")
                 );
                 let line = format!(
