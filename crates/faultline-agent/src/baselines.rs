@@ -3,10 +3,10 @@
 //! its own (a diagnosis score they reach is not evidence of reasoning), and `everything` names
 //! whole files and all their functions, to show what naming code without choosing earns.
 
-use crate::env::Submission;
 use anyhow::Result;
 use faultline_corpus::Case;
 use faultline_corpus::gold::TreeDiff;
+use faultline_schema::Submission;
 use faultline_schema::diagnosis::MAX_DIAGNOSIS_BLOCKS;
 use faultline_schema::{Condition, DiagnosedBlock, Diagnosis, OracleKind, Track};
 use regex::Regex;

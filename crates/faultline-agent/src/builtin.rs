@@ -4,7 +4,7 @@
 
 use crate::classify::classify;
 use crate::conversation::Conversation;
-use crate::env::{Submission, TrialEnv};
+use crate::env::TrialEnv;
 use crate::parse::{ParsedAction, parse_action};
 use crate::prompts::{SUBMIT_SENTINEL, Templates};
 use crate::record::Recorder;
@@ -13,7 +13,7 @@ use anyhow::Result;
 use faultline_model::{ModelClient, ModelResponse, PricingTable};
 use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
 use faultline_schema::trajectory::{Action, AgentInfo, ModelCall, Step, Tokens};
-use faultline_schema::{ActionKind, Limits, Track};
+use faultline_schema::{ActionKind, Limits, Submission, Track};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,12 +2,11 @@
 //! trajectory's strings are derived from them in one place, so a new way to end cannot be left
 //! without an exit status.
 
-use crate::env::Submission;
 use crate::record::Recorder;
 use faultline_model::ModelError;
 use faultline_sandbox::SandboxError;
 use faultline_schema::trajectory::LimitFired;
-use faultline_schema::{ExitStatus, Limits};
+use faultline_schema::{ExitStatus, Limits, Submission};
 
 /// A budget of the trial that ran out, with its configured value.
 #[derive(Debug, Clone, Copy, PartialEq)]

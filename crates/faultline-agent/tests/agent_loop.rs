@@ -4,9 +4,11 @@
 mod common;
 
 use common::{MODEL, fixture, run, text, tool};
-use faultline_agent::{BuiltinAgent, Submission, Templates, TrialEnv};
+use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
-use faultline_schema::{ActionKind, Condition, ExitStatus, Limits, Task, Track, Trajectory};
+use faultline_schema::{
+    ActionKind, Condition, ExitStatus, Limits, Submission, Task, Track, Trajectory,
+};
 use faultline_scripted::{Script, ScriptedServer, Step};
 use std::time::Duration;
 
@@ -378,7 +380,8 @@ async fn external(
         name: "script".into(),
         command: command.into(),
     };
-    let r = agent.run(&env, dir.path(), None).await.unwrap();
+    let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
+    let r = agent.run(&env, &trial, None).await.unwrap();
     (r, dir)
 }
 
@@ -393,8 +396,8 @@ async fn an_external_agent_gets_the_task_and_submits() {
         r.trajectory.error
     );
     assert!(matches!(r.submission, Submission::Diagnosis(ref d) if d.contains("blocks")));
-    assert!(dir.path().join("agent-trajectory.json").is_file());
-    assert!(dir.path().join("task/task.json").is_file());
+    assert!(dir.path().join("trials/t/agent-trajectory.json").is_file());
+    assert!(dir.path().join("trials/t/task/task.json").is_file());
 
     let repair = r#"sed -i 's/\*mine += \*count;/*mine = (*mine).max(*count);/' "$FAULTLINE_WORKSPACE/src/lib.rs""#;
     let (r, _dir) = external(repair, Track::Repair, 60).await;

@@ -259,7 +259,7 @@ async fn a_disk_bomb_ends_a_trial_as_a_resource_limit() {
         bomb.output
     );
     assert_eq!(server.requests().len(), 1);
-    assert_eq!(result.submission, faultline_agent::Submission::None);
+    assert_eq!(result.submission, faultline_schema::Submission::None);
 }
 
 #[tokio::test]

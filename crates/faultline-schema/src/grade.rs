@@ -161,7 +161,8 @@ pub struct ReproductionDetails {
 pub struct GradeInputs {
     /// SHA-256 of the submission file.
     pub submission_sha256: String,
-    /// SHA-256 of the case's oracle directory and `case.toml`.
+    /// SHA-256 over every file of the case directory (`case.toml`, symptom, bundle, oracle,
+    /// lockfile), the same hash the run's lock and the validation record.
     pub case_sha256: String,
     /// The faultline version.
     pub faultline_version: String,

@@ -1,23 +1,22 @@
 //! `results.jsonl`: one line per finished trial, appended and fsynced. A crash can only tear the
 //! last line; reading drops it and the next append starts on a clean line.
 
-use anyhow::{Context, Result};
-use faultline_schema::ResultRecord;
+use crate::io::{ReadError, append_jsonl, write_atomic};
+use crate::run::ResultRecord;
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io;
 use std::path::{Path, PathBuf};
 
-/// The results file of a run directory.
+/// The results file of a run directory (see [`crate::rundir::RunDir::results`]).
 #[derive(Debug)]
 pub struct ResultsLog {
     path: PathBuf,
 }
 
 impl ResultsLog {
-    /// The log in `run_dir`; a torn last line is cut off so appends stay line-aligned.
-    pub fn open(run_dir: &Path) -> Result<ResultsLog> {
-        let path = run_dir.join("results.jsonl");
+    /// The log at `path`; a torn last line is cut off so appends stay line-aligned.
+    pub(crate) fn open(path: PathBuf) -> io::Result<ResultsLog> {
         if let Ok(bytes) = fs::read(&path)
             && !bytes.is_empty()
             && !bytes.ends_with(b"\n")
@@ -32,42 +31,37 @@ impl ResultsLog {
     }
 
     /// Every complete record, in file order. Lines that do not parse are reported, not fatal.
-    pub fn read(&self) -> Result<Vec<ResultRecord>> {
+    pub fn read(&self) -> Result<Vec<ResultRecord>, ReadError> {
         read_records(&self.path)
     }
 
     /// Appends one record and fsyncs it: the commit point of a trial.
-    pub fn append(&self, record: &ResultRecord) -> Result<()> {
-        let mut line = serde_json::to_vec(record)?;
-        line.push(b'\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .with_context(|| format!("opening {}", self.path.display()))?;
-        f.write_all(&line)?;
-        f.sync_data()?;
-        Ok(())
+    pub fn append(&self, record: &ResultRecord) -> io::Result<()> {
+        append_jsonl(&self.path, record)
     }
 
     /// Replaces the whole file atomically (after re-grading or merging).
-    pub fn rewrite(&self, records: &[ResultRecord]) -> Result<()> {
+    pub fn rewrite(&self, records: &[ResultRecord]) -> io::Result<()> {
         let mut text = Vec::new();
         for r in records {
-            text.extend(serde_json::to_vec(r)?);
+            text.extend(serde_json::to_vec(r).map_err(io::Error::other)?);
             text.push(b'\n');
         }
-        faultline_schema::io::write_atomic(&self.path, &text)?;
-        Ok(())
+        write_atomic(&self.path, &text)
     }
 }
 
 /// Reads a results file; a missing file is empty.
-pub fn read_records(path: &Path) -> Result<Vec<ResultRecord>> {
+pub(crate) fn read_records(path: &Path) -> Result<Vec<ResultRecord>, ReadError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ReadError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
     };
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {

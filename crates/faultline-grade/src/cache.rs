@@ -1,5 +1,5 @@
-//! Grading a stored submission, through a cache of verdicts about submissions, so re-grading a
-//! run or grading a repeated submission costs nothing.
+//! Grading a submission through a cache of verdicts about submissions, so re-grading a run or
+//! grading a repeated submission costs nothing.
 //!
 //! A cached grade is served only for exactly the inputs it was made from: the case (its id and
 //! the hash of its files), the track, the submission, the grading rules and settings, the
@@ -7,17 +7,13 @@
 //! sandbox's protections. And only a verdict about the submission is kept: an outcome the
 //! environment may have caused is graded again every time (see [`verdict_about_submission`]).
 
-use anyhow::Result;
-use faultline_agent::Submission;
+use crate::grader::{GRADER_VERSION, GradeContext, grade, no_submission};
+use anyhow::{Context, Result};
 use faultline_corpus::workspace::toolchain_version;
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
-use faultline_grade::grader::case_hash;
-use faultline_grade::{
-    GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
-};
 use faultline_sandbox::{Protections, Toolchain};
 use faultline_schema::grade::GRADE_SCHEMA_VERSION;
-use faultline_schema::{Grade, Outcome, Track};
+use faultline_schema::{Grade, GradingSettings, Outcome, Submission, Track};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
@@ -62,19 +58,20 @@ pub fn cache_key(
     case: &Case,
     track: Track,
     submission: &str,
-    opts: &GradeOptions,
+    settings: &GradingSettings,
     env: &GradeEnvironment,
 ) -> Result<String> {
     let mut h = Sha256::new();
     let fields = [
         format!("grade-v{GRADE_SCHEMA_VERSION}"),
-        format!("rules-v{}", faultline_grade::grader::GRADER_VERSION),
+        format!("rules-v{GRADER_VERSION}"),
         env!("CARGO_PKG_VERSION").to_string(),
         case.id().to_string(),
-        case_hash(case)?,
+        case.content_sha256()
+            .with_context(|| format!("hashing the files of case {}", case.id()))?,
         track.to_string(),
-        opts.robustness_seeds.to_string(),
-        opts.reproduction_k.to_string(),
+        settings.robustness_seeds.to_string(),
+        settings.reproduction_k.to_string(),
         env.template.clone(),
         env.toolchain.clone(),
         env.protections.clone(),
@@ -123,32 +120,23 @@ pub fn verdict_about_submission(grade: &Grade) -> bool {
 }
 
 /// Grades a submission, reusing a cached grade of the same inputs unless `use_cache` is false.
-#[allow(clippy::too_many_arguments)]
 pub async fn grade_submission(
-    case: &Case,
-    prepared: &PreparedCase,
-    data: &DataDir,
-    toolchain: &Toolchain,
+    ctx: &GradeContext<'_>,
     trial_id: &str,
     track: Track,
     submission: &Submission,
-    opts: &GradeOptions,
+    settings: &GradingSettings,
     use_cache: bool,
 ) -> Result<Grade> {
+    let case = ctx.case;
     let Some(text) = submission.text() else {
-        let ctx = GradeContext {
-            case,
-            prepared,
-            data,
-            toolchain,
-        };
-        return no_submission(&ctx, trial_id, track);
+        return no_submission(case, trial_id, track);
     };
     // Without its environment a grade cannot be keyed; the grader then reports the problem.
-    let cached = match GradeEnvironment::of(prepared, toolchain) {
-        Ok(env) => Some(cache_dir(data).join(format!(
+    let cached = match GradeEnvironment::of(ctx.prepared, ctx.toolchain) {
+        Ok(env) => Some(cache_dir(ctx.data).join(format!(
             "{}.json",
-            cache_key(case, track, text, opts, &env)?
+            cache_key(case, track, text, settings, &env)?
         ))),
         Err(e) => {
             tracing::warn!("{}: grading without the cache: {e:#}", case.id());
@@ -163,45 +151,14 @@ pub async fn grade_submission(
         g.trial_id = trial_id.to_string();
         return Ok(g);
     }
-    let ctx = GradeContext {
-        case,
-        prepared,
-        data,
-        toolchain,
-    };
-    let grade = match track {
-        Track::Diagnose => grade_diagnosis(&ctx, trial_id, text)?,
-        Track::Repair => grade_repair(&ctx, trial_id, text, opts).await?,
-        Track::Reproduce => grade_reproduction(&ctx, trial_id, text, opts).await?,
-    };
+    let grade = grade(ctx, trial_id, track, text, settings).await?;
     if let Some(cached) = &cached
         && verdict_about_submission(&grade)
     {
-        faultline_schema::io::write_json_atomic(cached, &grade)?;
+        faultline_schema::io::write_json_atomic(cached, &grade)
+            .with_context(|| format!("writing the cached grade {}", cached.display()))?;
     }
     Ok(grade)
-}
-
-fn no_submission(ctx: &GradeContext, trial_id: &str, track: Track) -> Result<Grade> {
-    Ok(Grade {
-        schema_version: GRADE_SCHEMA_VERSION,
-        trial_id: trial_id.into(),
-        case_id: ctx.case.id().into(),
-        track,
-        outcome: Outcome::InvalidSubmission,
-        reason: "nothing was submitted".into(),
-        score: Some(0.0),
-        diagnosis: None,
-        repair: None,
-        reproduction: None,
-        inputs: faultline_schema::grade::GradeInputs {
-            submission_sha256: String::new(),
-            case_sha256: case_hash(ctx.case)?,
-            faultline_version: env!("CARGO_PKG_VERSION").into(),
-        },
-        graded_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        wall_secs: 0.0,
-    })
 }
 
 #[cfg(test)]
@@ -275,8 +232,8 @@ mod tests {
             protections: "network isolation: active".into(),
             template: "aa".into(),
         };
-        let opts = GradeOptions::default();
-        let key = |env: &GradeEnvironment, opts: &GradeOptions, text: &str| {
+        let opts = GradingSettings::default();
+        let key = |env: &GradeEnvironment, opts: &GradingSettings, text: &str| {
             cache_key(&case, Track::Repair, text, opts, env).unwrap()
         };
         let base = key(&env, &opts, "patch");
@@ -309,9 +266,9 @@ mod tests {
             ),
             key(
                 &env,
-                &GradeOptions {
+                &GradingSettings {
                     robustness_seeds: 1,
-                    ..opts.clone()
+                    ..opts
                 },
                 "patch",
             ),
