@@ -9,6 +9,7 @@ pub mod legality;
 pub mod libtest;
 pub mod patch;
 pub mod protections;
+pub mod seeds;
 pub mod validate;
 pub mod verdict;
 pub mod workbench;

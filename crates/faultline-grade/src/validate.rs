@@ -305,7 +305,7 @@ pub async fn run_regression(
                     bin,
                     None,
                     &skip,
-                    crate::grader::PRIMARY_SEED,
+                    crate::seeds::PRIMARY_SEED,
                     Duration::from_secs(30 * 60),
                 )
                 .await?;

@@ -1,6 +1,7 @@
 //! The layout of a run directory, in one place: every file name a run writes or reads, and the
 //! typed reads and atomic writes of its records, so that the runner, re-grading, merging,
-//! packing and reporting agree on it by construction.
+//! packing and reporting agree on it by construction. (The submission files' names are
+//! [`crate::submission`]'s, since an agent's output directory uses them too.)
 //!
 //! ```text
 //! lock.json  results.jsonl  leaderboard.md  report.html  report.json  (pack.json  regrade.json)
@@ -14,7 +15,7 @@ use crate::io::{ReadError, read_json, write_atomic, write_json_atomic};
 use crate::report::RegradeCheck;
 use crate::results::{ResultsLog, read_records};
 use crate::run::{ResultRecord, RunLock};
-use crate::submission::Submission;
+use crate::submission::{DIAGNOSIS_FILE, PATCH_FILE, REPRODUCER_FILE, Submission, submission_file};
 use crate::task::{Task, Track};
 use crate::trajectory::Trajectory;
 use serde::Serialize;
@@ -44,14 +45,6 @@ pub const TASK_FILE: &str = "task.json";
 pub const TRAJECTORY_FILE: &str = "trajectory.json";
 /// The verdict on the submission ([`Grade`]).
 pub const GRADE_FILE: &str = "grade.json";
-/// The diagnose track's submission.
-pub const DIAGNOSIS_FILE: &str = "diagnosis.json";
-/// The repair track's submission.
-pub const PATCH_FILE: &str = "patch.diff";
-/// The reproduce track's submission.
-pub const REPRODUCER_FILE: &str = "reproducer.rs";
-/// Every track's submission file, in track order.
-pub const SUBMISSION_FILES: [&str; 3] = [DIAGNOSIS_FILE, PATCH_FILE, REPRODUCER_FILE];
 /// The files of a trial directory that an archive keeps.
 pub const ARCHIVED_TRIAL_FILES: [&str; 6] = [
     TASK_FILE,
@@ -61,15 +54,6 @@ pub const ARCHIVED_TRIAL_FILES: [&str; 6] = [
     REPRODUCER_FILE,
     GRADE_FILE,
 ];
-
-/// The name of a track's submission file.
-pub fn submission_file(track: Track) -> &'static str {
-    match track {
-        Track::Diagnose => DIAGNOSIS_FILE,
-        Track::Repair => PATCH_FILE,
-        Track::Reproduce => REPRODUCER_FILE,
-    }
-}
 
 /// Why a file of a run directory could not be written. The message names the file; the cause
 /// is the error's `source`.

@@ -2,9 +2,26 @@
 //! It lives beside the formats because the agent writes it, the run directory stores it and the
 //! grader reads it, and none of them should own the others' view of it.
 
-use crate::rundir::submission_file;
 use crate::task::Track;
 use std::path::Path;
+
+/// The diagnose track's submission.
+pub const DIAGNOSIS_FILE: &str = "diagnosis.json";
+/// The repair track's submission.
+pub const PATCH_FILE: &str = "patch.diff";
+/// The reproduce track's submission.
+pub const REPRODUCER_FILE: &str = "reproducer.rs";
+/// Every track's submission file, in track order.
+pub const SUBMISSION_FILES: [&str; 3] = [DIAGNOSIS_FILE, PATCH_FILE, REPRODUCER_FILE];
+
+/// The name of a track's submission file, in a trial directory and in an agent's output.
+pub fn submission_file(track: Track) -> &'static str {
+    match track {
+        Track::Diagnose => DIAGNOSIS_FILE,
+        Track::Repair => PATCH_FILE,
+        Track::Reproduce => REPRODUCER_FILE,
+    }
+}
 
 /// What an agent submits.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use faultline_agent::TrialEnv;
 use faultline_sandbox::Toolchain;
-use faultline_schema::rundir::SUBMISSION_FILES;
+use faultline_schema::submission::SUBMISSION_FILES;
 use faultline_schema::{Condition, Limits, Task, Track, Trajectory};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 //! ([`repair`]); diagnoses against the labeled blocks ([`diagnose`]); reproducers against the
 //! buggy and the fixed code ([`reproduce`]). Every grade is built in a fresh workbench, never in
 //! the agent's workspace. This module holds what the three share: the context, the rules'
-//! version and seeds, the dispatch by track, and how a [`Grade`] is built and concluded (also for
+//! version, the dispatch by track, and how a [`Grade`] is built and concluded (also for
 //! the grades a run records without grading, [`infra_error`] and [`no_submission`]).
 
 mod diagnose;
@@ -24,12 +24,6 @@ use std::time::{Instant, SystemTime};
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
 pub const GRADER_VERSION: u32 = 5;
-
-/// The seed of the oracle run that decides a repair (the agent never sees any seed).
-pub const PRIMARY_SEED: u64 = 1;
-
-/// Robustness seeds start here, well away from the validation seeds.
-pub const ROBUSTNESS_SEED_BASE: u64 = 1_000;
 
 /// What the grader needs to know about a case.
 #[derive(Debug, Clone, Copy)]

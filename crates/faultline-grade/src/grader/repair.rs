@@ -2,11 +2,10 @@
 //! then the hidden oracle on its primary seed, the crate's own tests, and, for seeded oracles,
 //! seeds the agent never saw. Failures of the grader itself become `infra_error`, never a fail.
 
-use super::{
-    GradeContext, PRIMARY_SEED, ROBUSTNESS_SEED_BASE, cap, conclude, new_grade, still_intact,
-};
+use super::{GradeContext, cap, conclude, new_grade, still_intact};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
+use crate::seeds::{PRIMARY_SEED, ROBUSTNESS_SEED_BASE};
 use crate::validate::{run_regression, verdict_name};
 use crate::verdict::{OracleVerdict, VerdictPlan, fresh_seed, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
