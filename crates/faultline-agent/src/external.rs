@@ -23,7 +23,7 @@ use crate::record::Recorder;
 use crate::stop::Limit;
 use anyhow::{Context, Result};
 use faultline_schema::rundir::TRAJECTORY_FILE;
-use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
 use faultline_schema::{ExitStatus, Submission, Track, TrialDir};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -44,7 +44,7 @@ impl ExternalAgent {
         let mut settings = std::collections::BTreeMap::new();
         settings.insert("command".into(), self.command.clone().into());
         AgentInfo {
-            kind: "external".into(),
+            kind: AgentKind::External,
             name: self.name.clone(),
             model: None,
             protocol: None,

@@ -6,6 +6,7 @@ mod common;
 use common::{MODEL, fixture, run, text, tool};
 use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
+use faultline_schema::trajectory::LimitKind;
 use faultline_schema::{
     ActionKind, Condition, ExitStatus, Limits, Submission, Task, Track, Trajectory,
 };
@@ -133,7 +134,7 @@ async fn the_step_limit_ends_a_trial() {
     .await;
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::StepLimit);
-    assert_eq!(t.limit_fired.as_ref().unwrap().limit, "steps");
+    assert_eq!(t.limit_fired.as_ref().unwrap().limit, LimitKind::Steps);
     assert_eq!(t.totals.steps, 2);
     assert_eq!(server.requests().len(), 2);
     assert_eq!(result.submission, Submission::None);
@@ -199,7 +200,7 @@ async fn the_wall_time_limit_ends_a_hanging_trial() {
     .await;
     assert_eq!(result.trajectory.exit_status, ExitStatus::WallTimeLimit);
     let fired = result.trajectory.limit_fired.as_ref().unwrap();
-    assert_eq!((fired.limit.as_str(), fired.value), ("wall_secs", 3.0));
+    assert_eq!((fired.limit, fired.value), (LimitKind::WallSecs, 3.0));
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 

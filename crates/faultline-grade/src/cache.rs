@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use faultline_corpus::workspace::toolchain_version;
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{Protections, Toolchain};
-use faultline_schema::grade::GRADE_SCHEMA_VERSION;
+use faultline_schema::grade::{GRADE_SCHEMA_VERSION, RunVerdict};
 use faultline_schema::{Grade, GradingSettings, Outcome, Submission, Track};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -91,17 +91,13 @@ pub fn cache_key(
 /// time, which a resource limit or the out-of-memory killer can cause. Outcomes added later are
 /// not cached until they are listed here.
 pub fn verdict_about_submission(grade: &Grade) -> bool {
-    let oracle = grade
-        .repair
-        .as_ref()
-        .and_then(|r| r.oracle.as_deref())
-        .unwrap_or_default();
+    let oracle = grade.repair.as_ref().and_then(|r| r.oracle);
     match grade.outcome {
         Outcome::FailRegression => grade
             .repair
             .as_ref()
             .is_some_and(|r| r.regression_passed.is_some()),
-        Outcome::FailOracle => !matches!(oracle, "crash" | "timeout"),
+        Outcome::FailOracle => !matches!(oracle, Some(RunVerdict::Crash | RunVerdict::Timeout)),
         Outcome::Pass
         | Outcome::FailRobustness
         | Outcome::PatchError
@@ -190,15 +186,18 @@ mod tests {
 
     #[test]
     fn only_verdicts_about_the_submission_are_cached() {
-        let ran = |oracle: &str, regression: Option<u32>| RepairDetails {
-            oracle: Some(oracle.into()),
+        let ran = |oracle: RunVerdict, regression: Option<u32>| RepairDetails {
+            oracle: Some(oracle),
             regression_passed: regression,
             ..Default::default()
         };
         for (outcome, repair) in [
-            (Outcome::Pass, Some(ran("pass", Some(3)))),
-            (Outcome::FailOracle, Some(ran("fail", None))),
-            (Outcome::FailRegression, Some(ran("pass", Some(2)))),
+            (Outcome::Pass, Some(ran(RunVerdict::Pass, Some(3)))),
+            (Outcome::FailOracle, Some(ran(RunVerdict::Fail, None))),
+            (
+                Outcome::FailRegression,
+                Some(ran(RunVerdict::Pass, Some(2))),
+            ),
             (Outcome::PatchError, Some(RepairDetails::default())),
             (Outcome::Valid, None),
             (Outcome::Scored, None),
@@ -210,11 +209,11 @@ mod tests {
         }
         for (outcome, repair) in [
             (Outcome::BuildError, Some(RepairDetails::default())),
-            (Outcome::Timeout, Some(ran("timeout", None))),
+            (Outcome::Timeout, Some(ran(RunVerdict::Timeout, None))),
             (Outcome::InfraError, None),
             (Outcome::DoesNotCompile, None),
-            (Outcome::FailRegression, Some(ran("pass", None))),
-            (Outcome::FailOracle, Some(ran("crash", None))),
+            (Outcome::FailRegression, Some(ran(RunVerdict::Pass, None))),
+            (Outcome::FailOracle, Some(ran(RunVerdict::Crash, None))),
         ] {
             assert!(
                 !verdict_about_submission(&grade(outcome, repair)),

@@ -55,12 +55,9 @@ pub async fn validate_case(
     let mut report = CaseValidation {
         case_id: m.id.clone(),
         system: m.system.clone(),
-        category: m.category.to_string(),
+        category: m.category,
         tier: m.tier,
-        oracle_kind: match m.oracle.kind {
-            OracleKind::External => "external".into(),
-            OracleKind::InCrate => "in-crate".into(),
-        },
+        oracle_kind: m.oracle.kind,
         passed: false,
         problems: Vec::new(),
         static_checks: None,
@@ -133,12 +130,12 @@ pub async fn validate_case(
                 r.failures.join(", ")
             ));
         }
-        if v.runs.iter().any(|r| r.verdict == "no_tests") {
+        if v.runs.iter().any(|r| r.verdict == RunVerdict::NoTests) {
             report.problems.push(format!(
                 "the oracle selected no tests on the {name} version"
             ));
         }
-        if v.runs.iter().any(|r| r.verdict == "tampered") {
+        if v.runs.iter().any(|r| r.verdict == RunVerdict::Tampered) {
             report.problems.push(format!(
                 "the oracle's test output was forged or contradicts itself on the {name} version"
             ));
@@ -242,7 +239,7 @@ pub async fn run_variant(
         let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
         runs.push(OracleRun {
             seed,
-            verdict: verdict_name(run.verdict).into(),
+            verdict: run.verdict,
             passed: run.verdict == RunVerdict::Pass,
             failed: run.verdict.is_failure(),
             wall_secs: run.wall_secs,
@@ -333,7 +330,7 @@ pub async fn run_regression(
                 Judged::Verdict(other) => {
                     passed = false;
                     if failures.len() == before {
-                        failures.push(format!("{} ({})", bin.target, verdict_name(other)));
+                        failures.push(format!("{} ({other})", bin.target));
                     }
                 }
             }
@@ -375,16 +372,4 @@ fn lib_target_name(binaries: &[TestBinary], case: &Case) -> String {
         .find(|b| b.target == crate_name)
         .map(|b| b.target.clone())
         .unwrap_or(crate_name)
-}
-
-/// The snake_case name of a verdict, as recorded in reports.
-pub fn verdict_name(v: RunVerdict) -> &'static str {
-    match v {
-        RunVerdict::Pass => "pass",
-        RunVerdict::Fail => "fail",
-        RunVerdict::Timeout => "timeout",
-        RunVerdict::Crash => "crash",
-        RunVerdict::NoTests => "no_tests",
-        RunVerdict::Tampered => "tampered",
-    }
 }

@@ -26,7 +26,7 @@ pub fn record(
         trial_id: t.trial_id.clone(),
         case_id: case.id().into(),
         system: case.manifest.system.clone(),
-        category: case.manifest.category.to_string(),
+        category: case.manifest.category,
         tier: case.manifest.tier,
         symptom_names_function,
         track: t.track,

@@ -12,7 +12,7 @@ use faultline_sandbox::Toolchain;
 use faultline_schema::results::latest;
 use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::task::TASK_SCHEMA_VERSION;
-use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
 use faultline_schema::{
     Condition, ExitStatus, GradingSettings, Limits, RunDir, RunLock, Submission, Task, Track,
     Trajectory,
@@ -162,7 +162,7 @@ pub async fn import_predictions(
         agents: agents
             .iter()
             .map(|a| AgentInfo {
-                kind: "imported".into(),
+                kind: AgentKind::Imported,
                 name: a.clone(),
                 model: None,
                 protocol: None,
@@ -227,7 +227,7 @@ pub async fn import_predictions(
         };
         dir.write_submission(&submission)?;
         let info = AgentInfo {
-            kind: "imported".into(),
+            kind: AgentKind::Imported,
             name: agent.clone(),
             model: None,
             protocol: None,

@@ -17,7 +17,7 @@ use faultline_sandbox::Toolchain;
 use faultline_schema::results::{ResultsLog, latest};
 use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::task::TASK_SCHEMA_VERSION;
-use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
 use faultline_schema::{
     Condition, ExitStatus, GradingSettings, Limits, Outcome, ResultRecord, RunDir, RunLock, Task,
     Track,
@@ -90,7 +90,7 @@ impl AgentSpec {
                 settings.insert("temperature".into(), serde_json::json!(temperature));
                 settings.insert("base_url".into(), model.effective_base_url().into());
                 AgentInfo {
-                    kind: "builtin".into(),
+                    kind: AgentKind::Builtin,
                     name: self.name(),
                     model: Some(model.model.clone()),
                     protocol: Some(format!("{:?}", model.protocol)),
@@ -102,7 +102,7 @@ impl AgentSpec {
                 ..e.info()
             },
             AgentSpec::Baseline(b) => AgentInfo {
-                kind: "baseline".into(),
+                kind: AgentKind::Baseline,
                 name: b.name().into(),
                 model: None,
                 protocol: None,

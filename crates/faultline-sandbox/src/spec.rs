@@ -356,14 +356,3 @@ pub enum LimitHit {
     /// [`ResourceLimits::disk_bytes`].
     Disk,
 }
-
-impl LimitHit {
-    /// A short name for records (`processes`, `memory`, `disk`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LimitHit::Processes => "processes",
-            LimitHit::Memory => "memory",
-            LimitHit::Disk => "disk",
-        }
-    }
-}

@@ -1,6 +1,7 @@
 //! A run directory's records, format version 1: `lock.json` (what the run was configured with)
 //! and `results.jsonl` (one line per finished trial, appended and fsynced).
 
+use crate::Category;
 use crate::grade::Outcome;
 use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Limits, Track};
@@ -130,7 +131,7 @@ pub struct ResultRecord {
     /// The case's system.
     pub system: String,
     /// The case's category.
-    pub category: String,
+    pub category: Category,
     /// The case's tier.
     pub tier: u8,
     /// Whether the symptom names a function holding a labeled block.

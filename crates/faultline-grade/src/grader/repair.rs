@@ -6,7 +6,7 @@ use super::{GradeContext, cap, conclude, new_grade, still_intact};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
 use crate::seeds::{PRIMARY_SEED, ROBUSTNESS_SEED_BASE};
-use crate::validate::{run_regression, verdict_name};
+use crate::validate::run_regression;
 use crate::verdict::{OracleVerdict, VerdictPlan, fresh_seed, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
@@ -135,7 +135,7 @@ async fn repair_inner(
     let timeout = Duration::from_secs(ctx.case.manifest.oracle.timeout_secs);
     bench.hide(&plan.hidden_sources(&bench))?;
     let oracle = run_oracle(&bench, &oracle_binaries, &plan, PRIMARY_SEED, timeout).await?;
-    details.oracle = Some(verdict_name(oracle.verdict).into());
+    details.oracle = Some(oracle.verdict);
     match oracle.verdict {
         RunVerdict::Pass => {}
         RunVerdict::Timeout => {
@@ -150,7 +150,7 @@ async fn repair_inner(
             let which = oracle.reason.map(|r| format!(" ({r})")).unwrap_or_default();
             return Ok((
                 Outcome::FailOracle,
-                format!("the hidden oracle's verdict: {}{which}", verdict_name(v)),
+                format!("the hidden oracle's verdict: {v}{which}"),
                 details,
             ));
         }
