@@ -252,7 +252,7 @@ fn check_lock(run: &RunDir, lock: &RunLock, force: bool) -> Result<()> {
             } else {
                 format!(
                     "; the files of {} changed since the run started (symptom, context bundle, \
-                     oracle, labels or case.toml), so its trials would not be comparable",
+                     oracle, labels or case.toml), so trials before and after would not compare",
                     changed_cases.join(", ")
                 )
             };

@@ -88,3 +88,61 @@ pub fn latest(records: Vec<ResultRecord>) -> BTreeMap<String, ResultRecord> {
     }
     by_id
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rundir::RunDir;
+    use crate::task::{Condition, Track};
+    use crate::{Category, ExitStatus, Outcome};
+
+    fn record(trial_id: &str) -> ResultRecord {
+        ResultRecord {
+            schema_version: crate::run::RUN_SCHEMA_VERSION,
+            trial_id: trial_id.into(),
+            case_id: "c".into(),
+            system: "s".into(),
+            category: Category::InputCrash,
+            tier: 1,
+            symptom_names_function: false,
+            track: Track::Repair,
+            condition: Condition::Symptom,
+            attempt: 1,
+            agent: "a".into(),
+            exit_status: ExitStatus::Submitted,
+            outcome: Outcome::Pass,
+            score: Some(1.0),
+            block_coverage: None,
+            block_precision: None,
+            file_coverage: None,
+            tokens: Default::default(),
+            cost_usd: None,
+            steps: 0,
+            steps_to_first_edit: None,
+            wall_secs: 0.0,
+            working_secs: 0.0,
+            actions: BTreeMap::new(),
+            finished_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_appends_stay_aligned() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        assert!(
+            run.read_results().unwrap().is_empty(),
+            "no file reads as empty"
+        );
+        let log = run.results().unwrap();
+        log.append(&record("a")).unwrap();
+        log.append(&record("b")).unwrap();
+        let bytes = fs::read(run.results_path()).unwrap();
+        fs::write(run.results_path(), &bytes[..bytes.len() - 10]).unwrap();
+        let log = run.results().unwrap();
+        assert_eq!(log.read().unwrap(), vec![record("a")]);
+        log.append(&record("c")).unwrap();
+        let ids: Vec<_> = latest(run.read_results().unwrap()).into_keys().collect();
+        assert_eq!(ids, ["a", "c"]);
+    }
+}
