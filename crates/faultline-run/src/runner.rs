@@ -251,8 +251,9 @@ fn check_lock(run: &RunDir, lock: &RunLock, force: bool) -> Result<()> {
                 String::new()
             } else {
                 format!(
-                    "; the files of {} changed since the run started (symptom, context bundle, \
-                     oracle, labels or case.toml), so trials before and after would not compare",
+                    "; the files of {} hash differently than when the run started (a changed \
+                     symptom, context bundle, oracle, labels or case.toml, or a run made before \
+                     the hash covered them all), so trials before and after would not compare",
                     changed_cases.join(", ")
                 )
             };

@@ -262,7 +262,8 @@ fn a_run_is_not_resumed_over_a_changed_symptom_or_bundle() {
         assert!(!out.status.success(), "resumed over a changed {file}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("toy-double-merge") && err.contains("changed since the run started"),
+            err.contains("toy-double-merge")
+                && err.contains("hash differently than when the run started"),
             "{file}: {err}"
         );
         // Put back, the case is the one the run started with, and the run resumes.
