@@ -7,10 +7,10 @@
 
 pub mod localize;
 
-use crate::env::Submission;
 use anyhow::Result;
 use faultline_corpus::Case;
 use faultline_corpus::gold::TreeDiff;
+use faultline_schema::Submission;
 use faultline_schema::{Condition, DiagnosedBlock, Diagnosis, OracleKind, Track};
 use localize::FunctionIndex;
 use regex::Regex;

@@ -4,7 +4,7 @@
 
 use crate::classify::classify;
 use crate::conversation::Conversation;
-use crate::env::{Submission, TrialEnv};
+use crate::env::TrialEnv;
 use crate::parse::{ParsedAction, parse_action};
 use crate::prompts::{SUBMIT_SENTINEL, Templates};
 use crate::record::Recorder;
@@ -12,8 +12,10 @@ use crate::stop::{Limit, Stop};
 use anyhow::Result;
 use faultline_model::{ModelClient, ModelResponse, PricingTable};
 use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
-use faultline_schema::trajectory::{Action, AgentInfo, ModelCall, Step, Tokens};
-use faultline_schema::{ActionKind, Limits, Track};
+use faultline_schema::trajectory::{
+    Action, AgentInfo, AgentKind, ModelCall, ResourceLimit, Step, Tokens,
+};
+use faultline_schema::{ActionKind, Limits, Submission, Track};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,7 +65,7 @@ impl BuiltinAgent {
         settings.insert("temperature".into(), serde_json::json!(self.temperature));
         settings.insert("base_url".into(), cfg.effective_base_url().into());
         AgentInfo {
-            kind: "builtin".into(),
+            kind: AgentKind::Builtin,
             name: cfg.model.clone(),
             model: Some(cfg.model.clone()),
             protocol: Some(format!("{:?}", cfg.protocol)),
@@ -246,13 +248,13 @@ impl Trial<'_> {
         let action = Action {
             command: parsed.command.clone(),
             kind,
-            source: parsed.source.as_str().into(),
+            source: parsed.source,
             exit_code: out.exit_code,
             timed_out: out.timed_out,
             output: shown,
             elided_chars: out.stdout.elided_chars,
             duration_secs: out.duration.as_secs_f64(),
-            limit: limit.map(|l| l.as_str().to_string()),
+            limit: limit.map(recorded_limit),
         };
         Ok(Ran {
             action,
@@ -333,6 +335,15 @@ impl Trial<'_> {
             submission: stop.into_submission(),
             trajectory: self.rec.trajectory,
         })
+    }
+}
+
+/// A sandbox limit as the trajectory records it.
+fn recorded_limit(limit: LimitHit) -> ResourceLimit {
+    match limit {
+        LimitHit::Processes => ResourceLimit::Processes,
+        LimitHit::Memory => ResourceLimit::Memory,
+        LimitHit::Disk => ResourceLimit::Disk,
     }
 }
 

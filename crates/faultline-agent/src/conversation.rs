@@ -5,7 +5,7 @@
 use crate::parse::ParsedAction;
 use crate::prompts::Prompts;
 use faultline_model::{Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition};
-use faultline_schema::trajectory::{ChatMessage, ToolCallRecord};
+use faultline_schema::trajectory::{ChatMessage, Role, ToolCallRecord};
 
 /// What the model is told when a reply holds more than one tool call: only the first runs.
 const NOT_EXECUTED: &str = "Not executed: run one command per turn.";
@@ -29,7 +29,7 @@ impl Conversation {
         let tool = tool_mode.then(|| {
             ToolDefinition::bash("Run one shell command in /workspace and return its output.")
         });
-        let unrecorded = vec![text_message("system", prompts.system.clone())];
+        let unrecorded = vec![text_message(Role::System, prompts.system.clone())];
         let mut conversation = Conversation {
             system: prompts.system,
             tool,
@@ -54,7 +54,7 @@ impl Conversation {
     /// Adds the model's reply.
     pub(crate) fn push_reply(&mut self, reply: &ModelResponse) {
         self.unrecorded.push(ChatMessage {
-            role: "assistant".into(),
+            role: Role::Assistant,
             content: reply.text.clone().unwrap_or_default(),
             tool_calls: reply
                 .tool_calls
@@ -103,13 +103,13 @@ impl Conversation {
     }
 
     fn push_user(&mut self, text: String) {
-        self.unrecorded.push(text_message("user", text.clone()));
+        self.unrecorded.push(text_message(Role::User, text.clone()));
         self.wire.push(Message::User { text });
     }
 
     fn push_tool_result(&mut self, call_id: &str, content: &str) {
         self.unrecorded.push(ChatMessage {
-            role: "tool".into(),
+            role: Role::Tool,
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
@@ -121,9 +121,9 @@ impl Conversation {
     }
 }
 
-fn text_message(role: &str, content: String) -> ChatMessage {
+fn text_message(role: Role, content: String) -> ChatMessage {
     ChatMessage {
-        role: role.into(),
+        role,
         content,
         tool_calls: Vec::new(),
         tool_call_id: None,
@@ -164,7 +164,7 @@ mod tests {
     fn recorded(c: &mut Conversation) -> Vec<(String, String, Option<String>)> {
         c.take_unrecorded()
             .into_iter()
-            .map(|m| (m.role, m.content, m.tool_call_id))
+            .map(|m| (m.role.as_str().to_string(), m.content, m.tool_call_id))
             .collect()
     }
 

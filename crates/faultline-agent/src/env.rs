@@ -7,42 +7,10 @@ use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::workspace::reproducer::install_reproducer;
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
+use faultline_schema::rundir::TASK_FILE;
 use faultline_schema::{Condition, Task, Track};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-
-/// What an agent submits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Submission {
-    /// The text of `diagnosis.json`.
-    Diagnosis(String),
-    /// A unified diff against the buggy crate.
-    Patch(String),
-    /// One integration-test file.
-    Reproducer(String),
-    /// Nothing was submitted.
-    None,
-}
-
-impl Submission {
-    /// The file name it is stored under in the trial directory.
-    pub fn file_name(&self) -> Option<&'static str> {
-        match self {
-            Submission::Diagnosis(_) => Some("diagnosis.json"),
-            Submission::Patch(_) => Some("patch.diff"),
-            Submission::Reproducer(_) => Some("reproducer.rs"),
-            Submission::None => None,
-        }
-    }
-
-    /// The submitted text.
-    pub fn text(&self) -> Option<&str> {
-        match self {
-            Submission::Diagnosis(t) | Submission::Patch(t) | Submission::Reproducer(t) => Some(t),
-            Submission::None => None,
-        }
-    }
-}
 
 /// The `FAULTLINE_SEED` an agent's commands see, drawn from the trial's seed. Graders set the
 /// variable for every test they run (the primary oracle run and the regression run with 1,
@@ -178,7 +146,7 @@ impl TrialEnv {
     /// in the `context` condition, `context/*.md`.
     pub fn write_task_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
-        faultline_schema::io::write_json_atomic(&dir.join("task.json"), &self.task)?;
+        faultline_schema::io::write_json_atomic(&dir.join(TASK_FILE), &self.task)?;
         std::fs::write(dir.join("symptom.md"), &self.symptom)?;
         if !self.bundle.is_empty() {
             std::fs::create_dir_all(dir.join("context"))?;

@@ -4,6 +4,7 @@
 //! file stays the complete record.
 
 use faultline_schema::Trajectory;
+use faultline_schema::trajectory::Role;
 use serde_json::{Value, json};
 
 /// The mini-swe-agent layout: `info` (model stats, config, exit status, submission) and the
@@ -59,7 +60,7 @@ pub fn to_atif(t: &Trajectory) -> Value {
     for m in t
         .messages
         .iter()
-        .filter(|m| m.role == "system" || m.role == "user")
+        .filter(|m| matches!(m.role, Role::System | Role::User))
         .take(2)
     {
         steps.push(json!({"step_id": next_id, "source": m.role, "message": m.content}));

@@ -18,13 +18,14 @@
 //! workspace, so an external agent cannot change its own grade.
 
 use crate::builtin::TrialResult;
-use crate::env::{Submission, TrialEnv};
+use crate::env::TrialEnv;
 use crate::record::Recorder;
 use crate::stop::Limit;
 use anyhow::{Context, Result};
-use faultline_schema::trajectory::AgentInfo;
-use faultline_schema::{ExitStatus, Track};
-use std::path::{Path, PathBuf};
+use faultline_schema::rundir::TRAJECTORY_FILE;
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
+use faultline_schema::{ExitStatus, Submission, Track, TrialDir};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ impl ExternalAgent {
         let mut settings = std::collections::BTreeMap::new();
         settings.insert("command".into(), self.command.clone().into());
         AgentInfo {
-            kind: "external".into(),
+            kind: AgentKind::External,
             name: self.name.clone(),
             model: None,
             protocol: None,
@@ -55,15 +56,15 @@ impl ExternalAgent {
     pub async fn run(
         &self,
         env: &TrialEnv,
-        trial_dir: &Path,
+        trial_dir: &TrialDir,
         trajectory_path: Option<PathBuf>,
     ) -> Result<TrialResult> {
         let mut rec = Recorder::new(&env.task, self.info(), trajectory_path);
-        let task_dir = trial_dir.join("task");
+        let task_dir = trial_dir.external_task_dir();
         env.write_task_dir(&task_dir)?;
-        let output = trial_dir.join("agent-output");
+        let output = trial_dir.agent_output_dir();
         std::fs::create_dir_all(&output)?;
-        let log = std::fs::File::create(trial_dir.join("agent.log"))?;
+        let log = std::fs::File::create(trial_dir.agent_log_path())?;
         let mut cmd = tokio::process::Command::new("bash");
         cmd.arg("-c")
             .arg(&self.command)
@@ -91,21 +92,15 @@ impl ExternalAgent {
                 None
             }
         };
-        let agent_traj = output.join("trajectory.json");
+        let agent_traj = output.join(TRAJECTORY_FILE);
         if agent_traj.is_file() {
-            std::fs::copy(&agent_traj, trial_dir.join("agent-trajectory.json"))?;
+            std::fs::copy(&agent_traj, trial_dir.agent_trajectory_path())?;
         }
-        let read = |name: &str| std::fs::read_to_string(output.join(name)).ok();
-        let submission = match env.task.track {
-            Track::Diagnose => read("diagnosis.json").map(Submission::Diagnosis),
-            Track::Reproduce => read("reproducer.rs").map(Submission::Reproducer),
-            Track::Repair => match read("patch.diff") {
-                Some(p) => Some(Submission::Patch(p)),
-                None if status.is_some_and(|s| s.success()) => {
-                    Some(Submission::Patch(env.diff()?.0))
-                }
-                None => None,
-            },
+        let submission = match Submission::read(&output, env.task.track) {
+            None if env.task.track == Track::Repair && status.is_some_and(|s| s.success()) => {
+                Some(Submission::Patch(env.diff()?.0))
+            }
+            read => read,
         };
         let Some(status) = status else {
             let fired = Limit::WallTime(env.task.limits.wall_secs).fired();

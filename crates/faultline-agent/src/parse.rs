@@ -1,27 +1,9 @@
 //! Turning a model reply into one shell command, or a format error to send back.
 
 use faultline_model::{FinishReason, ModelResponse};
+use faultline_schema::trajectory::ActionSource;
 use regex::Regex;
 use std::sync::LazyLock;
-
-/// Where the command came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionSource {
-    /// A native `bash` tool call.
-    ToolCall,
-    /// The one fenced block of a plain-text reply.
-    Text,
-}
-
-impl ActionSource {
-    /// The name `trajectory.json` records (`tool_call` or `text`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionSource::ToolCall => "tool_call",
-            ActionSource::Text => "text",
-        }
-    }
-}
 
 /// A parsed action.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,12 +2,11 @@
 //! trajectory's strings are derived from them in one place, so a new way to end cannot be left
 //! without an exit status.
 
-use crate::env::Submission;
 use crate::record::Recorder;
 use faultline_model::ModelError;
 use faultline_sandbox::SandboxError;
-use faultline_schema::trajectory::LimitFired;
-use faultline_schema::{ExitStatus, Limits};
+use faultline_schema::trajectory::{LimitFired, LimitKind};
+use faultline_schema::{ExitStatus, Limits, Submission};
 
 /// A budget of the trial that ran out, with its configured value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,14 +24,14 @@ pub enum Limit {
 }
 
 impl Limit {
-    /// The name `trajectory.json` records it under: the field of [`Limits`] that set it.
-    pub fn name(self) -> &'static str {
+    /// What `trajectory.json` records it as: the field of [`Limits`] that set it.
+    pub fn kind(self) -> LimitKind {
         match self {
-            Limit::Steps(_) => "steps",
-            Limit::Cost(_) => "cost_usd",
-            Limit::Tokens(_) => "tokens",
-            Limit::WallTime(_) => "wall_secs",
-            Limit::WorkingTime(_) => "working_secs",
+            Limit::Steps(_) => LimitKind::Steps,
+            Limit::Cost(_) => LimitKind::CostUsd,
+            Limit::Tokens(_) => LimitKind::Tokens,
+            Limit::WallTime(_) => LimitKind::WallSecs,
+            Limit::WorkingTime(_) => LimitKind::WorkingSecs,
         }
     }
 
@@ -49,7 +48,7 @@ impl Limit {
     /// The record of this limit ending a trial.
     pub fn fired(self) -> LimitFired {
         LimitFired {
-            limit: self.name().into(),
+            limit: self.kind(),
             value: self.value(),
         }
     }
@@ -148,7 +147,7 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_schema::trajectory::AgentInfo;
+    use faultline_schema::trajectory::{AgentInfo, AgentKind};
     use faultline_schema::{Condition, Task, Track};
 
     fn model_error() -> ModelError {
@@ -209,15 +208,16 @@ mod tests {
 
     #[test]
     fn limits_are_recorded_under_their_field_names() {
-        let fired = |l: Limit| {
-            let f = l.fired();
-            (f.limit, f.value)
-        };
-        assert_eq!(fired(Limit::Steps(450)), ("steps".into(), 450.0));
-        assert_eq!(fired(Limit::Cost(5.0)), ("cost_usd".into(), 5.0));
-        assert_eq!(fired(Limit::Tokens(200)), ("tokens".into(), 200.0));
-        assert_eq!(fired(Limit::WallTime(1800)), ("wall_secs".into(), 1800.0));
-        assert_eq!(fired(Limit::WorkingTime(60)), ("working_secs".into(), 60.0));
+        let fired = |l: Limit| serde_json::to_value(l.fired()).unwrap();
+        let recorded = |name: &str, value: f64| serde_json::json!({"limit": name, "value": value});
+        assert_eq!(fired(Limit::Steps(450)), recorded("steps", 450.0));
+        assert_eq!(fired(Limit::Cost(5.0)), recorded("cost_usd", 5.0));
+        assert_eq!(fired(Limit::Tokens(200)), recorded("tokens", 200.0));
+        assert_eq!(fired(Limit::WallTime(1800)), recorded("wall_secs", 1800.0));
+        assert_eq!(
+            fired(Limit::WorkingTime(60)),
+            recorded("working_secs", 60.0)
+        );
     }
 
     fn recorder(limits: &Limits) -> Recorder {
@@ -234,7 +234,7 @@ mod tests {
             limits: limits.clone(),
         };
         let agent = AgentInfo {
-            kind: "builtin".into(),
+            kind: AgentKind::Builtin,
             name: "m".into(),
             model: None,
             protocol: None,

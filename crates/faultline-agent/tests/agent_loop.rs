@@ -4,9 +4,12 @@
 mod common;
 
 use common::{MODEL, fixture, run, text, tool};
-use faultline_agent::{BuiltinAgent, Submission, Templates, TrialEnv};
+use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
-use faultline_schema::{ActionKind, Condition, ExitStatus, Limits, Task, Track, Trajectory};
+use faultline_schema::trajectory::LimitKind;
+use faultline_schema::{
+    ActionKind, Condition, ExitStatus, Limits, Submission, Task, Track, Trajectory,
+};
 use faultline_scripted::{Script, ScriptedServer, Step};
 use std::time::Duration;
 
@@ -131,7 +134,7 @@ async fn the_step_limit_ends_a_trial() {
     .await;
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::StepLimit);
-    assert_eq!(t.limit_fired.as_ref().unwrap().limit, "steps");
+    assert_eq!(t.limit_fired.as_ref().unwrap().limit, LimitKind::Steps);
     assert_eq!(t.totals.steps, 2);
     assert_eq!(server.requests().len(), 2);
     assert_eq!(result.submission, Submission::None);
@@ -197,7 +200,7 @@ async fn the_wall_time_limit_ends_a_hanging_trial() {
     .await;
     assert_eq!(result.trajectory.exit_status, ExitStatus::WallTimeLimit);
     let fired = result.trajectory.limit_fired.as_ref().unwrap();
-    assert_eq!((fired.limit.as_str(), fired.value), ("wall_secs", 3.0));
+    assert_eq!((fired.limit, fired.value), (LimitKind::WallSecs, 3.0));
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
@@ -378,7 +381,8 @@ async fn external(
         name: "script".into(),
         command: command.into(),
     };
-    let r = agent.run(&env, dir.path(), None).await.unwrap();
+    let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
+    let r = agent.run(&env, &trial, None).await.unwrap();
     (r, dir)
 }
 
@@ -393,8 +397,8 @@ async fn an_external_agent_gets_the_task_and_submits() {
         r.trajectory.error
     );
     assert!(matches!(r.submission, Submission::Diagnosis(ref d) if d.contains("blocks")));
-    assert!(dir.path().join("agent-trajectory.json").is_file());
-    assert!(dir.path().join("task/task.json").is_file());
+    assert!(dir.path().join("trials/t/agent-trajectory.json").is_file());
+    assert!(dir.path().join("trials/t/task/task.json").is_file());
 
     let repair = r#"sed -i 's/\*mine += \*count;/*mine = (*mine).max(*count);/' "$FAULTLINE_WORKSPACE/src/lib.rs""#;
     let (r, _dir) = external(repair, Track::Repair, 60).await;

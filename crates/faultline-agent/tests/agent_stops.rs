@@ -6,6 +6,7 @@ mod common;
 
 use common::{run, tool, trial};
 use faultline_model::Protocol;
+use faultline_schema::trajectory::{LimitKind, ResourceLimit, Role};
 use faultline_schema::{ExitStatus, Limits, Track, Trajectory};
 use faultline_scripted::Step;
 
@@ -126,7 +127,10 @@ async fn tool_mode_format_errors_answer_the_call_and_a_command_resets_the_count(
     let errors = t.steps.iter().filter(|s| s.format_error.is_some()).count();
     assert_eq!(errors, 4);
     // The errors went back as the calls' results: the only user message is the task.
-    assert_eq!(t.messages.iter().filter(|m| m.role == "user").count(), 1);
+    assert_eq!(
+        t.messages.iter().filter(|m| m.role == Role::User).count(),
+        1
+    );
     assert!(
         server.requests()[1]
             .body
@@ -154,7 +158,7 @@ async fn the_working_time_limit_ends_a_trial_as_a_wall_time_limit() {
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::WallTimeLimit);
     let fired = t.limit_fired.as_ref().unwrap();
-    assert_eq!((fired.limit.as_str(), fired.value), ("working_secs", 1.0));
+    assert_eq!((fired.limit, fired.value), (LimitKind::WorkingSecs, 1.0));
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -251,7 +255,7 @@ async fn a_disk_bomb_ends_a_trial_as_a_resource_limit() {
     assert!(t.error.as_deref().unwrap().contains("disk limit"));
     assert_eq!(t.limit_fired, None);
     let bomb = t.steps[0].action.as_ref().unwrap();
-    assert_eq!(bomb.limit.as_deref(), Some("disk"));
+    assert_eq!(bomb.limit, Some(ResourceLimit::Disk));
     assert!(
         bomb.output
             .contains("killed for writing past its disk limit"),
@@ -259,7 +263,7 @@ async fn a_disk_bomb_ends_a_trial_as_a_resource_limit() {
         bomb.output
     );
     assert_eq!(server.requests().len(), 1);
-    assert_eq!(result.submission, faultline_agent::Submission::None);
+    assert_eq!(result.submission, faultline_schema::Submission::None);
 }
 
 #[tokio::test]

@@ -50,7 +50,10 @@ pub const MAX_BUNDLE_FILES: usize = 3;
 
 impl Case {
     /// SHA-256 over the relative path and bytes of every file in the case directory (build
-    /// output excluded): the identity of what a validation checked.
+    /// output excluded): everything an agent sees and the grader uses (`case.toml` with its
+    /// labels, the symptom, the context bundle, the oracle, the lockfile). The one identity of a
+    /// case: a validation row, a run's lock, every grade's inputs and the grade cache's key all
+    /// record it, so none of them can outlive a change to the case.
     pub fn content_sha256(&self) -> std::io::Result<String> {
         use sha2::{Digest, Sha256};
         let mut files = Vec::new();

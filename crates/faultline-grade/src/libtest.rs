@@ -6,6 +6,8 @@
 //! reports twice, a result without a start, counts that do not add up. Such a run is
 //! [`RunVerdict::Tampered`].
 
+/// A run's verdict is recorded in grades and validation reports, so its type is the schema's.
+pub use faultline_schema::grade::RunVerdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -151,35 +153,6 @@ pub fn parse(stdout: &str) -> TestReport {
         }
     }
     report
-}
-
-/// How one run of a test binary ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunVerdict {
-    /// Every selected test ran and passed, and the process exited 0.
-    Pass,
-    /// At least one test failed.
-    Fail,
-    /// The wall-clock limit fired.
-    Timeout,
-    /// The process died or exited without finishing the suite (abort, stack overflow, exit).
-    Crash,
-    /// No test was selected, so nothing was checked.
-    NoTests,
-    /// The event stream contradicts itself.
-    Tampered,
-}
-
-impl RunVerdict {
-    /// Whether this run counts as the code failing the tests (a legitimate failure, as opposed
-    /// to a run that checked nothing or was forged).
-    pub fn is_failure(self) -> bool {
-        matches!(
-            self,
-            RunVerdict::Fail | RunVerdict::Timeout | RunVerdict::Crash
-        )
-    }
 }
 
 /// Judges a run from its exit status, whether it timed out, and its events.

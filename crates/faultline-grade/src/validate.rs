@@ -10,7 +10,7 @@ use faultline_corpus::checks::static_checks;
 use faultline_corpus::{
     Case, DataDir, PrepareOptions, PreparedCase, TemplateKind, TreeDiff, prepare,
 };
-use faultline_sandbox::Toolchain;
+use faultline_sandbox::{LimitHit, Toolchain};
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
 use std::time::{Duration, Instant};
@@ -55,12 +55,9 @@ pub async fn validate_case(
     let mut report = CaseValidation {
         case_id: m.id.clone(),
         system: m.system.clone(),
-        category: m.category.to_string(),
+        category: m.category,
         tier: m.tier,
-        oracle_kind: match m.oracle.kind {
-            OracleKind::External => "external".into(),
-            OracleKind::InCrate => "in-crate".into(),
-        },
+        oracle_kind: m.oracle.kind,
         passed: false,
         problems: Vec::new(),
         static_checks: None,
@@ -133,12 +130,12 @@ pub async fn validate_case(
                 r.failures.join(", ")
             ));
         }
-        if v.runs.iter().any(|r| r.verdict == "no_tests") {
+        if v.runs.iter().any(|r| r.verdict == RunVerdict::NoTests) {
             report.problems.push(format!(
                 "the oracle selected no tests on the {name} version"
             ));
         }
-        if v.runs.iter().any(|r| r.verdict == "tampered") {
+        if v.runs.iter().any(|r| r.verdict == RunVerdict::Tampered) {
             report.problems.push(format!(
                 "the oracle's test output was forged or contradicts itself on the {name} version"
             ));
@@ -242,7 +239,7 @@ pub async fn run_variant(
         let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
         runs.push(OracleRun {
             seed,
-            verdict: verdict_name(run.verdict).into(),
+            verdict: run.verdict,
             passed: run.verdict == RunVerdict::Pass,
             failed: run.verdict.is_failure(),
             wall_secs: run.wall_secs,
@@ -271,7 +268,7 @@ pub struct Regression {
     /// Evidence of forged output, if any.
     pub forged: Option<String>,
     /// The sandbox's resource limit a test executable ran into, if one did.
-    pub limit: Option<String>,
+    pub limit: Option<LimitHit>,
 }
 
 /// Runs the regression targets once, skipping the in-crate oracle's module and the case's skip
@@ -308,14 +305,12 @@ pub async fn run_regression(
                     bin,
                     None,
                     &skip,
-                    crate::grader::PRIMARY_SEED,
+                    crate::seeds::PRIMARY_SEED,
                     Duration::from_secs(30 * 60),
                 )
                 .await?;
             wall += run.wall_secs;
-            if limit.is_none() {
-                limit.clone_from(&run.limit);
-            }
+            limit = limit.or(run.limit);
             let own = |name: &String| !canaries.contains(name);
             tests_passed += run
                 .report
@@ -339,7 +334,7 @@ pub async fn run_regression(
                 Judged::Verdict(other) => {
                     passed = false;
                     if failures.len() == before {
-                        failures.push(format!("{} ({})", bin.target, verdict_name(other)));
+                        failures.push(format!("{} ({other})", bin.target));
                     }
                 }
             }
@@ -382,16 +377,4 @@ fn lib_target_name(binaries: &[TestBinary], case: &Case) -> String {
         .find(|b| b.target == crate_name)
         .map(|b| b.target.clone())
         .unwrap_or(crate_name)
-}
-
-/// The snake_case name of a verdict, as recorded in reports.
-pub fn verdict_name(v: RunVerdict) -> &'static str {
-    match v {
-        RunVerdict::Pass => "pass",
-        RunVerdict::Fail => "fail",
-        RunVerdict::Timeout => "timeout",
-        RunVerdict::Crash => "crash",
-        RunVerdict::NoTests => "no_tests",
-        RunVerdict::Tampered => "tampered",
-    }
 }

@@ -63,9 +63,9 @@ pub struct TestRun {
     pub exit_code: Option<i32>,
     /// Whether the wall-clock limit ended it.
     pub timed_out: bool,
-    /// The sandbox's resource limit the run ran into (`memory`, `disk`, `processes`), if one did.
-    #[serde(default)]
-    pub limit: Option<String>,
+    /// The sandbox's resource limit the run ran into, if one did.
+    #[serde(skip)]
+    pub limit: Option<LimitHit>,
     /// Wall-clock seconds of the sandboxed run.
     pub wall_secs: f64,
     /// The tail of standard error, for humans.
@@ -457,7 +457,7 @@ fn test_run(out: ExecOutput) -> TestRun {
         report,
         exit_code: out.exit_code,
         timed_out: out.timed_out,
-        limit: out.limit_hit().map(|l| l.as_str().to_string()),
+        limit: out.limit_hit(),
         wall_secs: out.duration.as_secs_f64(),
         stderr_tail,
     }

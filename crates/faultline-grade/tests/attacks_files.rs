@@ -5,15 +5,14 @@
 //! Real sandboxes and cargo builds of the toy fixture, given a path dependency so that its
 //! grading template has shared build outputs.
 
-use faultline_agent::Submission;
 use faultline_corpus::fixtures::{fixture_case, fixture_corpus};
 use faultline_corpus::gold::diff_trees;
 use faultline_corpus::store::copy_tree;
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind, prepare};
-use faultline_grade::{GradeContext, GradeOptions, Workbench, grade_repair};
-use faultline_run::grading::{GradeEnvironment, cache_dir, cache_key, grade_submission};
+use faultline_grade::cache::{GradeEnvironment, cache_dir, cache_key};
+use faultline_grade::{GradeContext, Workbench, grade_repair, grade_submission};
 use faultline_sandbox::{ExecRequest, Toolchain};
-use faultline_schema::{Grade, Outcome, Track};
+use faultline_schema::{Grade, GradingSettings, Outcome, Submission, Track};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -48,7 +47,7 @@ impl Fixture {
             &self.ctx(),
             "t/repair/symptom/1",
             patch,
-            &GradeOptions::default(),
+            &GradingSettings::default(),
         )
         .await
         .unwrap()
@@ -265,7 +264,7 @@ async fn a_damaged_template_is_no_verdict_until_prepare_rebuilds_it() {
     // The rebuilt template is another environment: no grade made on the old one is served.
     let after = GradeEnvironment::of(&repaired.prepared, &repaired.toolchain).unwrap();
     assert_ne!(before.template, after.template);
-    let opts = GradeOptions::default();
+    let opts = GradingSettings::default();
     assert_ne!(
         cache_key(&repaired.case, Track::Repair, &gold, &opts, &before).unwrap(),
         cache_key(&repaired.case, Track::Repair, &gold, &opts, &after).unwrap()
@@ -275,19 +274,17 @@ async fn a_damaged_template_is_no_verdict_until_prepare_rebuilds_it() {
 #[tokio::test]
 async fn a_cached_build_error_is_not_served() {
     let f = fixture().await;
-    let opts = GradeOptions::default();
+    let opts = GradingSettings::default();
     // A fix that differs from every other test's patch, so no other grade fills its entry.
     let patch = format!(
         "{}diff --git a/src/cache_probe.rs b/src/cache_probe.rs\nnew file mode 100644\n--- /dev/null\n+++ b/src/cache_probe.rs\n@@ -0,0 +1 @@\n+// unused\n",
         f.gold()
     );
     let submission = Submission::Patch(patch.clone());
+    let ctx = f.ctx();
     let grade = |use_cache| {
         grade_submission(
-            &f.case,
-            &f.prepared,
-            &f.data,
-            &f.toolchain,
+            &ctx,
             "t/repair/symptom/2",
             Track::Repair,
             &submission,

@@ -5,10 +5,10 @@
 
 use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::{DataDir, prepare};
-use faultline_grade::{GradeContext, GradeOptions, grade_repair};
-use faultline_run::grading::verdict_about_submission;
+use faultline_grade::cache::verdict_about_submission;
+use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::{Protections, ResourceLimits, SandboxSpec, Toolchain};
-use faultline_schema::Outcome;
+use faultline_schema::{GradingSettings, Outcome};
 
 /// The memory limit of this test's sandboxes: enough for cargo to build the toy crate.
 const LIMIT: u64 = 1 << 30;
@@ -64,9 +64,14 @@ async fn a_memory_bomb_in_the_oracle_run_is_a_resource_limit_not_a_verdict() {
         data: &data,
         toolchain: &toolchain,
     };
-    let g = grade_repair(&ctx, "t/repair/symptom/1", &patch, &GradeOptions::default())
-        .await
-        .unwrap();
+    let g = grade_repair(
+        &ctx,
+        "t/repair/symptom/1",
+        &patch,
+        &GradingSettings::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(g.outcome, Outcome::ResourceLimit, "{}", g.reason);
     assert!(g.reason.contains("memory limit"), "{}", g.reason);
     assert_eq!(g.score, Some(0.0));

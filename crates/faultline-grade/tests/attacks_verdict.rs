@@ -8,9 +8,9 @@
 use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::gold::{diff_trees, diff_workspace};
 use faultline_corpus::{Case, Corpus, DataDir, PreparedCase, prepare};
-use faultline_grade::{GradeContext, GradeOptions, grade_repair};
+use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::Toolchain;
-use faultline_schema::{Grade, Outcome};
+use faultline_schema::{Grade, GradingSettings, Outcome};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -64,9 +64,14 @@ async fn grade(p: &Prepared, case: &Case, patch: &str) -> Grade {
         data: &p.data,
         toolchain: &p.toolchain,
     };
-    let g = grade_repair(&ctx, "t/repair/symptom/1", patch, &GradeOptions::default())
-        .await
-        .unwrap();
+    let g = grade_repair(
+        &ctx,
+        "t/repair/symptom/1",
+        patch,
+        &GradingSettings::default(),
+    )
+    .await
+    .unwrap();
     eprintln!(
         "{}: {} ({}) in {:.1}s",
         case.id(),

@@ -9,11 +9,9 @@ use faultline_corpus::gold::diff_trees;
 use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
 use faultline_grade::libtest::RunVerdict;
 use faultline_grade::workbench::BuildTarget;
-use faultline_grade::{
-    GradeContext, GradeOptions, Workbench, grade_diagnosis, grade_repair, grade_reproduction,
-};
+use faultline_grade::{GradeContext, Workbench, grade_diagnosis, grade_repair, grade_reproduction};
 use faultline_sandbox::Toolchain;
-use faultline_schema::{Grade, Outcome};
+use faultline_schema::{Grade, GradingSettings, Outcome};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -64,7 +62,7 @@ async fn repair(patch: &str) -> Grade {
         &ctx(f),
         "t/repair/symptom/1",
         patch,
-        &GradeOptions::default(),
+        &GradingSettings::default(),
     )
     .await
     .unwrap()
@@ -156,7 +154,7 @@ async fn labels_as_a_diagnosis_score_one_and_an_empty_one_zero() {
 async fn the_hidden_oracle_is_a_valid_reproducer_and_a_weak_test_is_not() {
     let f = fixture().await;
     let oracle = std::fs::read_to_string(f.case.oracle_dir().join("tests/merge.rs")).unwrap();
-    let opts = GradeOptions::default();
+    let opts = GradingSettings::default();
     let g = grade_reproduction(&ctx(f), "t/reproduce/symptom/1", &oracle, &opts)
         .await
         .unwrap();
@@ -327,7 +325,7 @@ fn byte_counter(read_sizes: &str, prelude: &str) -> String {
 #[tokio::test]
 async fn reproducers_that_read_instead_of_exercising_the_crate_are_illegal() {
     let f = fixture().await;
-    let opts = GradeOptions::default();
+    let opts = GradingSettings::default();
     for (name, reproducer, rule) in [
         (
             "std::fs",

@@ -7,6 +7,7 @@ use faultline_schema::report::{
     ConditionEffect, Estimate, GlmmFitSummary, GlmmResult, GroupStats, Histogram, PairedDifference,
     PassK, Quantile, REPORT_SCHEMA_VERSION, Report, RunSummary,
 };
+use faultline_schema::trajectory::AgentKind;
 use faultline_schema::{Condition, Outcome, ResultRecord, RunLock, Track};
 use faultline_stats::{
     Attribute, BootstrapOptions, CaseInfo, CaseScores, FixedEffect, Observation, ResultSet,
@@ -382,7 +383,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
         cases.entry(&r.case_id).or_insert_with(|| CaseSummary {
             id: r.case_id.clone(),
             system: r.system.clone(),
-            category: r.category.clone(),
+            category: r.category,
             tier: r.tier,
             symptom_names_function: r.symptom_names_function,
         });
@@ -394,7 +395,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
                 c.id.clone(),
                 CaseInfo {
                     system: Some(c.system.clone()),
-                    category: Some(c.category.clone()),
+                    category: Some(c.category.to_string()),
                     tier: Some(u32::from(c.tier)),
                     symptom_names_function: Some(c.symptom_names_function),
                 },
@@ -405,7 +406,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
     let agent_names: BTreeSet<&str> = records.iter().map(|r| r.agent.as_str()).collect();
     let kind_of = |name: &str| {
         lock.and_then(|l| l.agents.iter().find(|a| a.name == name))
-            .map(|a| a.kind.clone())
+            .map(|a| a.kind)
     };
     let agents: Vec<AgentSummary> = agent_names
         .iter()
@@ -419,7 +420,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
         .collect();
     let model_agents: BTreeSet<&str> = agents
         .iter()
-        .filter(|a| a.kind.as_deref() != Some("baseline"))
+        .filter(|a| a.kind != Some(AgentKind::Baseline))
         .map(|a| a.name.as_str())
         .collect();
     let tracks: Vec<Track> = Track::ALL

@@ -4,15 +4,15 @@
 
 use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::trajectory::Tokens;
-use faultline_schema::{ActionKind, Condition, ExitStatus, Outcome, ResultRecord, Track};
+use faultline_schema::{ActionKind, Category, Condition, ExitStatus, Outcome, ResultRecord, Track};
 use faultline_stats::{StatsError, SweepSpec, simulate_sweep};
 use std::collections::BTreeMap;
 
 const SYSTEMS: [&str; 4] = ["openraft", "foca", "chitchat", "yrs"];
-const CATEGORIES: [&str; 3] = [
-    "protocol-recovery",
-    "replication-consistency",
-    "concurrency-ordering",
+const CATEGORIES: [Category; 3] = [
+    Category::ProtocolRecovery,
+    Category::ReplicationConsistency,
+    Category::ConcurrencyOrdering,
 ];
 
 /// The repair-track records of a sweep drawn from `spec` with `seed`.
@@ -42,7 +42,7 @@ pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsEr
                 schema_version: RUN_SCHEMA_VERSION,
                 trial_id,
                 system: SYSTEMS[(case % 4) as usize].into(),
-                category: CATEGORIES[(case % 3) as usize].into(),
+                category: CATEGORIES[(case % 3) as usize],
                 tier: 1 + (case % 3) as u8,
                 symptom_names_function: case.is_multiple_of(5),
                 case_id: o.case,

@@ -1,6 +1,7 @@
 //! The case validation table, shared by the terminal output and `corpus/VALIDATION.md`.
 
 use crate::Table;
+use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, ValidationReport};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,7 +38,10 @@ fn row(c: &CaseValidation, k: u32) -> Vec<String> {
     let s = c.static_checks.as_ref();
     vec![
         c.case_id.clone(),
-        c.oracle_kind.clone(),
+        match c.oracle_kind {
+            OracleKind::External => "external".into(),
+            OracleKind::InCrate => "in-crate".into(),
+        },
         format!("{}/{k}", c.buggy_failures()),
         format!("{}/{k}", c.gold_passes()),
         format!(
@@ -152,9 +156,9 @@ mod tests {
         CaseValidation {
             case_id: id.into(),
             system: "sys".into(),
-            category: "protocol-recovery".into(),
+            category: faultline_schema::Category::ProtocolRecovery,
             tier: 2,
-            oracle_kind: "external".into(),
+            oracle_kind: OracleKind::External,
             passed: true,
             problems: Vec::new(),
             static_checks: None,

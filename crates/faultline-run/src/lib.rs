@@ -1,14 +1,18 @@
 //! Benchmark runs: planning trials, running agents and graders with bounded concurrency,
 //! recording results so a killed run resumes, and merging the shards of a cluster sweep.
+//!
+//! The modules' imports form no circle: `plan` and `records` are the bottom, `runner`, `regrade`,
+//! `report` and `merge` use only them, and `pack` uses `records` and `regrade`. The run
+//! directory's layout is `faultline_schema::rundir`; grading and its cache are
+//! `faultline_grade`.
 
-pub mod grading;
 pub mod merge;
 pub mod pack;
 pub mod plan;
 pub mod progress;
+pub mod records;
 pub mod regrade;
 pub mod report;
-pub mod results;
 pub mod runner;
 
 pub use plan::Shard;

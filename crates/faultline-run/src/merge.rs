@@ -1,8 +1,8 @@
 //! Merging the directories of a sharded run into one.
 
-use crate::results::{ResultsLog, read_records};
 use anyhow::{Context, Result, bail};
-use faultline_schema::RunLock;
+use faultline_schema::RunDir;
+use faultline_schema::rundir::LOCK_FILE;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -12,10 +12,16 @@ pub fn merge(shards: &[&Path], out: &Path) -> Result<usize> {
     if shards.is_empty() {
         bail!("name the shard directories to merge");
     }
-    let mut lock: Option<RunLock> = None;
+    let mut lock = None;
     let mut records = BTreeMap::new();
     for dir in shards {
-        let mut l: RunLock = faultline_schema::io::read_json(&dir.join("lock.json"), "run lock")?;
+        let shard = RunDir::new(*dir);
+        let mut l = shard.read_lock()?.with_context(|| {
+            format!(
+                "{} has no {LOCK_FILE}; it is not a run directory",
+                dir.display()
+            )
+        })?;
         l.shard = None;
         match &lock {
             None => lock = Some(l),
@@ -26,7 +32,7 @@ pub fn merge(shards: &[&Path], out: &Path) -> Result<usize> {
             ),
             Some(_) => {}
         }
-        for r in read_records(&dir.join("results.jsonl"))? {
+        for r in shard.read_results()? {
             if let Some(prev) = records.insert(r.trial_id.clone(), (r.clone(), dir.to_path_buf()))
                 && prev.1 != *dir
             {
@@ -41,10 +47,11 @@ pub fn merge(shards: &[&Path], out: &Path) -> Result<usize> {
     }
     std::fs::create_dir_all(out)?;
     let lock = lock.expect("at least one shard");
-    faultline_schema::io::write_json_atomic(&out.join("lock.json"), &lock)?;
+    let merged_dir = RunDir::new(out);
+    merged_dir.write_lock(&lock)?;
     for (id, (_, dir)) in &records {
-        let from = dir.join("trials").join(id);
-        let to = out.join("trials").join(id);
+        let from = RunDir::new(dir).trial(id).path().to_path_buf();
+        let to = merged_dir.trial(id).path().to_path_buf();
         if from.is_dir() && from != to {
             if to.exists() {
                 std::fs::remove_dir_all(&to)?;
@@ -54,6 +61,6 @@ pub fn merge(shards: &[&Path], out: &Path) -> Result<usize> {
         }
     }
     let merged: Vec<_> = records.into_values().map(|(r, _)| r).collect();
-    ResultsLog::open(out)?.rewrite(&merged)?;
+    merged_dir.results()?.rewrite(&merged)?;
     Ok(merged.len())
 }

@@ -2,13 +2,15 @@
 //! grades as one `.tar.gz` with a manifest of hashes (`pack.json`); unpacking checks every file
 //! against it, and `faultline report` on an unpacked archive grades the submissions again.
 
-use crate::report::read_run;
-use crate::runner::trial_dir;
+use crate::records::read_run;
 use anyhow::{Context, Result, bail};
-use faultline_schema::ResultRecord;
 use faultline_schema::report::{
     PACK_SCHEMA_VERSION, PackManifest, PackedFile, RegradeCheck, RegradeDifference,
 };
+use faultline_schema::rundir::{
+    ARCHIVED_TRIAL_FILES, LOCK_FILE, PACK_MANIFEST_FILE, REGRADE_FILE, RESULTS_FILE, TRIALS_DIR,
+};
+use faultline_schema::{ResultRecord, RunDir};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -19,19 +21,6 @@ use std::io::{BufWriter, Read};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-/// The manifest's name inside an archive and an unpacked run.
-pub const MANIFEST: &str = "pack.json";
-/// Where `faultline report` records the re-grading of an unpacked archive.
-pub const REGRADE: &str = "regrade.json";
-/// The files of a trial directory that an archive keeps.
-pub const TRIAL_FILES: [&str; 6] = [
-    "task.json",
-    "trajectory.json",
-    "diagnosis.json",
-    "patch.diff",
-    "reproducer.rs",
-    "grade.json",
-];
 /// Largest file accepted when unpacking (a trajectory is far smaller).
 const MAX_FILE_BYTES: u64 = 1 << 30;
 
@@ -41,18 +30,19 @@ fn sha256(bytes: &[u8]) -> String {
 
 /// Writes `run_dir` as a gzipped tar at `out` (atomically) and returns its manifest.
 pub fn pack(run_dir: &Path, out: &Path) -> Result<PackManifest> {
-    let (lock, records) = read_run(run_dir)?;
+    let run = RunDir::new(run_dir);
+    let (lock, records) = read_run(&run)?;
     if lock.is_none() {
         bail!(
-            "{} has no lock.json; only a run directory made by faultline can be packed",
+            "{} has no {LOCK_FILE}; only a run directory made by faultline can be packed",
             run_dir.display()
         );
     }
-    let mut paths = vec!["lock.json".to_string(), "results.jsonl".to_string()];
+    let mut paths = vec![LOCK_FILE.to_string(), RESULTS_FILE.to_string()];
     for r in &records {
-        for f in TRIAL_FILES {
-            if trial_dir(run_dir, &r.trial_id).join(f).is_file() {
-                paths.push(format!("trials/{}/{f}", r.trial_id));
+        for f in ARCHIVED_TRIAL_FILES {
+            if run.trial(&r.trial_id).path().join(f).is_file() {
+                paths.push(format!("{TRIALS_DIR}/{}/{f}", r.trial_id));
             }
         }
     }
@@ -87,7 +77,7 @@ pub fn pack(run_dir: &Path, out: &Path) -> Result<PackManifest> {
     };
     let mut text = serde_json::to_vec_pretty(&manifest)?;
     text.push(b'\n');
-    append(&mut tar, MANIFEST, &text)?;
+    append(&mut tar, PACK_MANIFEST_FILE, &text)?;
     let writer = tar.into_inner()?.finish()?;
     writer
         .into_inner()
@@ -173,7 +163,7 @@ pub fn unpack(archive: &Path, into: &Path) -> Result<PackManifest> {
 /// Checks an unpacked run against its manifest: every listed file present with its hash, and
 /// nothing else but the files `faultline report` adds.
 pub fn verify(run_dir: &Path) -> Result<PackManifest> {
-    let path = run_dir.join(MANIFEST);
+    let path = RunDir::new(run_dir).pack_manifest_path();
     let manifest: PackManifest = faultline_schema::io::read_json(&path, "pack manifest")?;
     if manifest.schema_version != PACK_SCHEMA_VERSION {
         bail!(
@@ -187,10 +177,10 @@ pub fn verify(run_dir: &Path) -> Result<PackManifest> {
         let rel = safe_path(Path::new(&f.path))
             .with_context(|| format!("{} lists an unsafe path {:?}", path.display(), f.path))?;
         let bytes = std::fs::read(run_dir.join(&rel))
-            .with_context(|| format!("{} is listed in {MANIFEST} but missing", f.path))?;
+            .with_context(|| format!("{} is listed in {PACK_MANIFEST_FILE} but missing", f.path))?;
         if sha256(&bytes) != f.sha256 || bytes.len() as u64 != f.bytes {
             bail!(
-                "{} does not match {MANIFEST} (changed or corrupted since it was packed)",
+                "{} does not match {PACK_MANIFEST_FILE} (changed or corrupted since it was packed)",
                 f.path
             );
         }
@@ -198,10 +188,12 @@ pub fn verify(run_dir: &Path) -> Result<PackManifest> {
     }
     for entry in walk(run_dir)? {
         let rel = entry.strip_prefix(run_dir).unwrap_or(&entry).to_path_buf();
-        let added =
-            [MANIFEST, REGRADE].iter().any(|n| rel == Path::new(n)) || rel.starts_with("report");
+        let added = [PACK_MANIFEST_FILE, REGRADE_FILE]
+            .iter()
+            .any(|n| rel == Path::new(n))
+            || rel.starts_with("report");
         if !added && !listed.contains(&rel) {
-            bail!("{} is not listed in {MANIFEST}", rel.display());
+            bail!("{} is not listed in {PACK_MANIFEST_FILE}", rel.display());
         }
     }
     Ok(manifest)
@@ -253,30 +245,6 @@ pub fn compare(archived: &[ResultRecord], regraded: &[ResultRecord]) -> RegradeC
     }
 }
 
-/// The grading settings as a lock records them (`robustness_seeds=N reproduction_k=M`); read
-/// back by [`grading_options`].
-pub fn grading_settings(opts: &faultline_grade::GradeOptions) -> String {
-    format!(
-        "robustness_seeds={} reproduction_k={}",
-        opts.robustness_seeds, opts.reproduction_k
-    )
-}
-
-/// The grading settings a lock records, as written by [`grading_settings`].
-pub fn grading_options(recorded: &str) -> Option<faultline_grade::GradeOptions> {
-    let mut opts = faultline_grade::GradeOptions::default();
-    for part in recorded.split_whitespace() {
-        let (key, value) = part.split_once('=')?;
-        let value: u32 = value.parse().ok()?;
-        match key {
-            "robustness_seeds" => opts.robustness_seeds = value,
-            "reproduction_k" => opts.reproduction_k = value,
-            _ => return None,
-        }
-    }
-    Some(opts)
-}
-
 /// Grades an unpacked archive's submissions again (without the grade cache, with the grading
 /// settings of its lock), records how the new grades compare in `regrade.json`, and returns that.
 pub async fn regrade_unpacked(
@@ -286,38 +254,19 @@ pub async fn regrade_unpacked(
     toolchain: &faultline_sandbox::Toolchain,
 ) -> Result<RegradeCheck> {
     verify(run_dir)?;
-    let (lock, archived) = read_run(run_dir)?;
-    let opts = lock
-        .as_ref()
-        .map(|l| {
-            grading_options(&l.grading).with_context(|| {
-                format!("lock.json records unknown grading settings {:?}", l.grading)
-            })
-        })
-        .transpose()?
-        .unwrap_or_default();
-    crate::regrade::regrade(run_dir, corpus, data, toolchain, &opts, false).await?;
-    let (_, now) = read_run(run_dir)?;
+    let run = RunDir::new(run_dir);
+    let (lock, archived) = read_run(&run)?;
+    let settings = lock.map(|l| l.grading).unwrap_or_default();
+    crate::regrade::regrade(run_dir, corpus, data, toolchain, &settings, false).await?;
+    let (_, now) = read_run(&run)?;
     let check = compare(&archived, &now);
-    faultline_schema::io::write_json_atomic(&run_dir.join(REGRADE), &check)?;
+    run.write_regrade(&check)?;
     Ok(check)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn grading_settings_round_trip() {
-        let written = faultline_grade::GradeOptions {
-            robustness_seeds: 2,
-            reproduction_k: 7,
-        };
-        let o = grading_options(&grading_settings(&written)).unwrap();
-        assert_eq!((o.robustness_seeds, o.reproduction_k), (2, 7));
-        assert!(grading_options("robustness_seeds=x").is_none());
-        assert!(grading_options("other=1").is_none());
-    }
 
     #[test]
     fn unsafe_paths_are_refused() {

@@ -1,21 +1,22 @@
 //! Re-grading a run from its stored submissions (no agent runs again), and importing patches
 //! from other harnesses in the SWE-bench predictions format.
 
-use crate::grading::grade_submission;
 use crate::plan::{PlannedTrial, trial_seed};
-use crate::results::{ResultsLog, latest};
-use crate::runner::{record, trial_dir};
+use crate::records::{locked_cases, record};
 use anyhow::{Context, Result, bail};
-use faultline_agent::Submission;
 use faultline_agent::record::Recorder;
 use faultline_corpus::checks::static_checks;
 use faultline_corpus::{Corpus, DataDir, PrepareOptions, PreparedCase, prepare};
-use faultline_grade::GradeOptions;
+use faultline_grade::{GradeContext, grade_submission};
 use faultline_sandbox::Toolchain;
-use faultline_schema::run::{LockedCase, RUN_SCHEMA_VERSION};
+use faultline_schema::results::latest;
+use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::task::TASK_SCHEMA_VERSION;
-use faultline_schema::trajectory::AgentInfo;
-use faultline_schema::{Condition, ExitStatus, Limits, RunLock, Task, Track, Trajectory};
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
+use faultline_schema::{
+    Condition, ExitStatus, GradingSettings, Limits, RunDir, RunLock, Submission, Task, Track,
+    Trajectory,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,16 +52,6 @@ async fn prepare_cases(
     Ok(out)
 }
 
-fn read_submission(dir: &Path, track: Track) -> Submission {
-    let read = |n: &str| std::fs::read_to_string(dir.join(n)).ok();
-    match track {
-        Track::Diagnose => read("diagnosis.json").map(Submission::Diagnosis),
-        Track::Repair => read("patch.diff").map(Submission::Patch),
-        Track::Reproduce => read("reproducer.rs").map(Submission::Reproducer),
-    }
-    .unwrap_or(Submission::None)
-}
-
 /// Grades every trial of a run again from its stored submission and rewrites its grades and
 /// results. Returns the number of trials graded.
 pub async fn regrade(
@@ -68,10 +59,11 @@ pub async fn regrade(
     corpus: &Corpus,
     data: &DataDir,
     toolchain: &Toolchain,
-    opts: &GradeOptions,
+    opts: &GradingSettings,
     use_cache: bool,
 ) -> Result<usize> {
-    let log = ResultsLog::open(run_dir)?;
+    let run = RunDir::new(run_dir);
+    let log = run.results()?;
     let records = latest(log.read()?);
     if records.is_empty() {
         bail!("{} holds no results to re-grade", run_dir.display());
@@ -85,22 +77,17 @@ pub async fn regrade(
     .await?;
     let mut out = Vec::new();
     for (id, mut r) in records {
-        let dir = trial_dir(run_dir, &id);
+        let dir = run.trial(&id);
         let case = corpus.get(&r.case_id).expect("prepared above");
-        let submission = read_submission(&dir, r.track);
-        let grade = grade_submission(
+        let submission = dir.read_submission(r.track);
+        let ctx = GradeContext {
             case,
-            &cases.prepared[&r.case_id],
+            prepared: &cases.prepared[&r.case_id],
             data,
             toolchain,
-            &id,
-            r.track,
-            &submission,
-            opts,
-            use_cache,
-        )
-        .await?;
-        faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+        };
+        let grade = grade_submission(&ctx, &id, r.track, &submission, opts, use_cache).await?;
+        dir.write_grade(&grade)?;
         r.outcome = grade.outcome;
         r.score = grade.score;
         r.block_coverage = grade.diagnosis.as_ref().map(|d| d.block_coverage);
@@ -136,7 +123,7 @@ pub async fn import_predictions(
     corpus: &Corpus,
     data: &DataDir,
     toolchain: &Toolchain,
-    opts: &GradeOptions,
+    opts: &GradingSettings,
 ) -> Result<usize> {
     let text = std::fs::read_to_string(predictions)
         .with_context(|| format!("reading {}", predictions.display()))?;
@@ -175,7 +162,7 @@ pub async fn import_predictions(
         agents: agents
             .iter()
             .map(|a| AgentInfo {
-                kind: "imported".into(),
+                kind: AgentKind::Imported,
                 name: a.clone(),
                 model: None,
                 protocol: None,
@@ -188,24 +175,21 @@ pub async fn import_predictions(
         baseline_attempts: 1,
         tracks: vec![Track::Repair],
         conditions: Condition::ALL.to_vec(),
-        cases: cases
-            .prepared
-            .keys()
-            .map(|id| {
-                Ok(LockedCase {
-                    id: id.clone(),
-                    sha256: faultline_grade::grader::case_hash(corpus.get(id).expect("known"))?,
-                })
-            })
-            .collect::<Result<_>>()?,
+        cases: locked_cases(
+            cases
+                .prepared
+                .keys()
+                .map(|id| corpus.get(id).expect("known")),
+        )?,
         pricing: None,
-        grading: crate::pack::grading_settings(opts),
+        grading: *opts,
         shard: None,
         protections: faultline_grade::protections::in_force(),
     };
     std::fs::create_dir_all(out)?;
-    faultline_schema::io::write_json_atomic(&out.join("lock.json"), &lock)?;
-    let log = ResultsLog::open(out)?;
+    let run = RunDir::new(out);
+    run.write_lock(&lock)?;
+    let log = run.results()?;
     let mut records = Vec::new();
     for p in &preds {
         let case = corpus.get(&p.instance_id).expect("checked above");
@@ -222,8 +206,8 @@ pub async fn import_predictions(
             seed: trial_seed(0, &trial_id),
             trial_id: trial_id.clone(),
         };
-        let dir = trial_dir(out, &trial_id);
-        std::fs::create_dir_all(&dir)?;
+        let dir = run.trial(&trial_id);
+        std::fs::create_dir_all(dir.path())?;
         let task = Task {
             schema_version: TASK_SCHEMA_VERSION,
             trial_id: trial_id.clone(),
@@ -236,37 +220,31 @@ pub async fn import_predictions(
             bundle_files: Vec::new(),
             limits: Limits::default(),
         };
-        faultline_schema::io::write_json_atomic(&dir.join("task.json"), &task)?;
+        dir.write_task(&task)?;
         let submission = match &p.model_patch {
             Some(patch) => Submission::Patch(patch.clone()),
             None => Submission::None,
         };
-        if let Some(text) = submission.text() {
-            faultline_schema::io::write_atomic(&dir.join("patch.diff"), text.as_bytes())?;
-        }
+        dir.write_submission(&submission)?;
         let info = AgentInfo {
-            kind: "imported".into(),
+            kind: AgentKind::Imported,
             name: agent.clone(),
             model: None,
             protocol: None,
             settings: BTreeMap::new(),
         };
-        let mut rec = Recorder::new(&task, info, Some(dir.join("trajectory.json")));
+        let mut rec = Recorder::new(&task, info, Some(dir.trajectory_path()));
         rec.finish(ExitStatus::Submitted, None, None)?;
         let traj: Trajectory = rec.trajectory;
-        let grade = grade_submission(
+        let ctx = GradeContext {
             case,
-            &cases.prepared[&p.instance_id],
+            prepared: &cases.prepared[&p.instance_id],
             data,
             toolchain,
-            &trial_id,
-            Track::Repair,
-            &submission,
-            opts,
-            true,
-        )
-        .await?;
-        faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+        };
+        let grade =
+            grade_submission(&ctx, &trial_id, Track::Repair, &submission, opts, true).await?;
+        dir.write_grade(&grade)?;
         records.push(record(
             case,
             &planned,

@@ -2,13 +2,12 @@
 //! trial's files for the trajectory viewer, and the source excerpts around the labeled and
 //! diagnosed blocks (from the source store).
 
-use crate::results::{latest, read_records};
-use crate::runner::trial_dir;
-use anyhow::{Context, Result, bail};
+use crate::records::read_run;
+use anyhow::{Context, Result};
 use faultline_corpus::{Corpus, DataDir};
 use faultline_report::viewer::{BlockView, CaseView, TrialView, crate_path};
-use faultline_schema::io::read_json;
-use faultline_schema::{Diagnosis, Grade, ResultRecord, RunLock, Track, Trajectory};
+use faultline_schema::io::ReadError;
+use faultline_schema::{Diagnosis, ResultRecord, RunDir, Track};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -16,70 +15,39 @@ use std::path::{Path, PathBuf};
 /// their steps.
 pub const TRAJECTORY_BUDGET: usize = 40_000_000;
 
-/// A run directory's lock (when it has one) and the latest record of each trial.
-pub fn read_run(run_dir: &Path) -> Result<(Option<RunLock>, Vec<ResultRecord>)> {
-    if !run_dir.is_dir() {
-        bail!("{} is not a directory", run_dir.display());
-    }
-    let results = run_dir.join("results.jsonl");
-    if !results.is_file() {
-        bail!(
-            "{} is not a run directory: it has no results.jsonl",
-            run_dir.display()
-        );
-    }
-    let lock_path = run_dir.join("lock.json");
-    let lock = if lock_path.exists() {
-        Some(read_json::<RunLock>(&lock_path, "run lock")?)
-    } else {
+/// A file of a trial for the viewer: `None` when it is absent, and when it cannot be read (said
+/// in a warning; the report shows the rest).
+fn read_optional<T>(read: Result<Option<T>, ReadError>) -> Option<T> {
+    read.unwrap_or_else(|e| {
+        tracing::warn!("{e}");
         None
-    };
-    let records: Vec<ResultRecord> = latest(read_records(&results)?).into_values().collect();
-    if records.is_empty() {
-        bail!("{} holds no results", results.display());
-    }
-    Ok((lock, records))
-}
-
-fn read_optional<T: serde::de::DeserializeOwned>(path: &Path, what: &'static str) -> Option<T> {
-    if !path.exists() {
-        return None;
-    }
-    match read_json(path, what) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            tracing::warn!("{e}");
-            None
-        }
-    }
+    })
 }
 
 /// The viewer's view of every trial, in trial order; once `budget` characters of steps are
 /// embedded, later trials keep only their summary.
-pub fn trial_views(run_dir: &Path, records: &[ResultRecord], budget: usize) -> Vec<TrialView> {
+pub fn trial_views(run: &RunDir, records: &[ResultRecord], budget: usize) -> Vec<TrialView> {
     let mut used = 0;
     let mut views = Vec::with_capacity(records.len());
     for r in records {
-        let dir = trial_dir(run_dir, &r.trial_id);
-        let trajectory: Option<Trajectory> =
-            read_optional(&dir.join("trajectory.json"), "trajectory");
-        let grade: Option<Grade> = read_optional(&dir.join("grade.json"), "grade");
-        let text = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let dir = run.trial(&r.trial_id);
+        let trajectory = read_optional(dir.read_trajectory());
+        let grade = read_optional(dir.read_grade());
+        let submitted = dir.read_submission(r.track);
         let diagnosis = match r.track {
-            Track::Diagnose => text("diagnosis.json").and_then(|t| Diagnosis::from_json(&t).ok()),
+            Track::Diagnose => submitted.text().and_then(|t| Diagnosis::from_json(t).ok()),
             _ => None,
         };
         let submission = match r.track {
             Track::Diagnose => None,
-            Track::Repair => text("patch.diff"),
-            Track::Reproduce => text("reproducer.rs"),
+            Track::Repair | Track::Reproduce => submitted.text(),
         };
         let view = TrialView::new(
             r,
             trajectory.as_ref(),
             grade.as_ref(),
             diagnosis.as_ref(),
-            submission.as_deref(),
+            submission,
         );
         used += view.size();
         views.push(if used > budget {
@@ -152,16 +120,14 @@ pub fn write_report(
     data: &DataDir,
     outputs: &Outputs,
 ) -> Result<faultline_schema::Report> {
-    let (lock, records) = read_run(run_dir)?;
+    let run = RunDir::new(run_dir);
+    let (lock, records) = read_run(&run)?;
     let mut report = faultline_report::summary::build(
         &records,
         lock.as_ref(),
         &faultline_report::summary::Options::default(),
     );
-    let regrade = run_dir.join(crate::pack::REGRADE);
-    if regrade.is_file() {
-        report.regrade = Some(read_json(&regrade, "re-grading check")?);
-    }
+    report.regrade = run.read_regrade()?;
     if let Some(path) = &outputs.json {
         faultline_schema::io::write_json_atomic(path, &report)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -174,7 +140,7 @@ pub fn write_report(
         .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &outputs.html {
-        let trials = trial_views(run_dir, &records, TRAJECTORY_BUDGET);
+        let trials = trial_views(&run, &records, TRAJECTORY_BUDGET);
         let cases = case_views(corpus, data, &trials);
         let name = run_dir
             .canonicalize()

@@ -2,9 +2,8 @@
 //! record. Re-running the same command resumes: finished trials are kept, interrupted ones are
 //! redone from scratch, a changed configuration is refused unless forced.
 
-use crate::grading::grade_submission;
 use crate::plan::{AgentPlan, PlannedTrial, Shard, plan};
-use crate::results::{ResultsLog, latest};
+use crate::records::{locked_cases, record};
 use anyhow::{Context, Result, bail};
 use faultline_agent::baselines::{self, Baseline};
 use faultline_agent::record::Recorder;
@@ -12,19 +11,20 @@ use faultline_agent::{BuiltinAgent, ExternalAgent, Templates, TrialEnv};
 use faultline_corpus::checks::static_checks;
 use faultline_corpus::gold::TreeDiff;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
-use faultline_grade::GradeOptions;
+use faultline_grade::{GradeContext, grade_submission};
 use faultline_model::{ModelClient, ModelConfig, PricingTable};
 use faultline_sandbox::Toolchain;
-use faultline_schema::run::{LockedCase, RUN_SCHEMA_VERSION};
+use faultline_schema::results::{ResultsLog, latest};
+use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::task::TASK_SCHEMA_VERSION;
-use faultline_schema::trajectory::AgentInfo;
+use faultline_schema::trajectory::{AgentInfo, AgentKind};
 use faultline_schema::{
-    Condition, ExitStatus, Grade, Limits, Outcome, ResultRecord, RunLock, Task, Track, Trajectory,
+    Condition, ExitStatus, GradingSettings, Limits, Outcome, ResultRecord, RunDir, RunLock, Task,
+    Track,
 };
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 use tokio::sync::{Mutex, Semaphore};
 
 /// An agent configuration of a run.
@@ -90,7 +90,7 @@ impl AgentSpec {
                 settings.insert("temperature".into(), serde_json::json!(temperature));
                 settings.insert("base_url".into(), model.effective_base_url().into());
                 AgentInfo {
-                    kind: "builtin".into(),
+                    kind: AgentKind::Builtin,
                     name: self.name(),
                     model: Some(model.model.clone()),
                     protocol: Some(format!("{:?}", model.protocol)),
@@ -102,7 +102,7 @@ impl AgentSpec {
                 ..e.info()
             },
             AgentSpec::Baseline(b) => AgentInfo {
-                kind: "baseline".into(),
+                kind: AgentKind::Baseline,
                 name: b.name().into(),
                 model: None,
                 protocol: None,
@@ -156,7 +156,7 @@ pub struct RunConfig {
     /// Prices for built-in agents.
     pub pricing: PricingTable,
     /// Grading settings.
-    pub grading: GradeOptions,
+    pub grading: GradingSettings,
 }
 
 /// What a run reports while it works.
@@ -198,10 +198,6 @@ pub struct RunSummary {
     pub outcomes: BTreeMap<String, usize>,
 }
 
-fn case_sha(case: &Case) -> Result<String> {
-    faultline_grade::grader::case_hash(case)
-}
-
 fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunLock> {
     Ok(RunLock {
         schema_version: RUN_SCHEMA_VERSION,
@@ -217,27 +213,19 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
         baseline_attempts: cfg.baseline_attempts,
         tracks: cfg.tracks.clone(),
         conditions: cfg.conditions.clone(),
-        cases: cfg
-            .cases
-            .iter()
-            .map(|c| {
-                Ok(LockedCase {
-                    id: c.id().into(),
-                    sha256: case_sha(c)?,
-                })
-            })
-            .collect::<Result<_>>()?,
+        cases: locked_cases(&cfg.cases)?,
         pricing: Some(cfg.pricing.table_version.clone()),
-        grading: crate::pack::grading_settings(&cfg.grading),
+        grading: cfg.grading,
         shard: cfg.shard.map(|s| s.to_string()),
         protections: faultline_grade::protections::in_force(),
     })
 }
 
 /// Writes the lock, or checks an existing one; a difference is refused unless `force`.
-fn check_lock(out: &Path, lock: &RunLock, force: bool) -> Result<()> {
-    let path = out.join("lock.json");
-    if let Ok(existing) = faultline_schema::io::read_json::<RunLock>(&path, "run lock") {
+fn check_lock(run: &RunDir, lock: &RunLock, force: bool) -> Result<()> {
+    let path = run.lock_path();
+    // A lock that cannot be read is replaced, as one that is missing.
+    if let Ok(Some(existing)) = run.read_lock() {
         if &existing != lock {
             let a = serde_json::to_value(&existing)?;
             let b = serde_json::to_value(lock)?;
@@ -248,24 +236,45 @@ fn check_lock(out: &Path, lock: &RunLock, force: bool) -> Result<()> {
                 .filter(|(k, v)| a.get(k.as_str()) != Some(*v))
                 .map(|(k, _)| k.clone())
                 .collect();
+            let changed_cases: Vec<&str> = lock
+                .cases
+                .iter()
+                .filter(|c| {
+                    existing
+                        .cases
+                        .iter()
+                        .any(|e| e.id == c.id && e.sha256 != c.sha256)
+                })
+                .map(|c| c.id.as_str())
+                .collect();
+            let cases_note = if changed_cases.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; the files of {} hash differently than when the run started (a changed \
+                     symptom, context bundle, oracle, labels or case.toml, or a run made before \
+                     the hash covered them all), so trials before and after would not compare",
+                    changed_cases.join(", ")
+                )
+            };
             if !force {
                 bail!(
-                    "{} was made with a different configuration (changed: {}); \
+                    "{} was made with a different configuration (changed: {}){cases_note}; \
                      use another --out directory, or --force to continue with the new one",
                     path.display(),
                     changed.join(", ")
                 );
             }
             tracing::warn!(
-                "continuing {} under a changed configuration: {}",
-                out.display(),
+                "continuing {} under a changed configuration: {}{cases_note}",
+                run.root().display(),
                 changed.join(", ")
             );
         } else {
             return Ok(());
         }
     }
-    faultline_schema::io::write_json_atomic(&path, lock)?;
+    run.write_lock(lock)?;
     Ok(())
 }
 
@@ -288,6 +297,7 @@ pub async fn run(
     progress: Arc<dyn Progress>,
 ) -> Result<RunSummary> {
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
+    let run_dir = RunDir::new(&cfg.out);
     let model_permits = Arc::new(Semaphore::new(cfg.model_workers.max(1)));
     let mut builtins = BTreeMap::new();
     let mut fingerprints = BTreeMap::new();
@@ -326,9 +336,9 @@ pub async fn run(
             );
         }
     }
-    check_lock(&cfg.out, &lock_of(&cfg, &fingerprints)?, cfg.force)?;
+    check_lock(&run_dir, &lock_of(&cfg, &fingerprints)?, cfg.force)?;
 
-    let log = ResultsLog::open(&cfg.out)?;
+    let log = run_dir.results()?;
     let done = latest(log.read()?);
     let agent_plans: Vec<AgentPlan> = cfg.agents.iter().map(AgentSpec::plan).collect();
     let case_list: Vec<(String, faultline_schema::OracleKind)> = cfg
@@ -427,20 +437,12 @@ pub async fn run(
     })
 }
 
-/// The directory of a trial inside a run.
-pub fn trial_dir(out: &Path, trial_id: &str) -> PathBuf {
-    out.join("trials").join(trial_id)
-}
-
 async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
     let cfg = &s.cfg;
     let case = &cfg.cases[t.case];
     let agent = &cfg.agents[t.agent];
-    let dir = trial_dir(&cfg.out, &t.trial_id);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
+    let dir = RunDir::new(&cfg.out).trial(&t.trial_id);
+    dir.reset()?;
     let task = Task {
         schema_version: TASK_SCHEMA_VERSION,
         trial_id: t.trial_id.clone(),
@@ -457,9 +459,9 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         },
         limits: cfg.limits.clone(),
     };
-    faultline_schema::io::write_json_atomic(&dir.join("task.json"), &task)?;
+    dir.write_task(&task)?;
     let prepared = &s.prepared[case.id()];
-    let traj_path = dir.join("trajectory.json");
+    let traj_path = dir.trajectory_path();
     let outcome = match agent {
         AgentSpec::Baseline(b) => {
             let submission = baselines::submit(
@@ -498,22 +500,17 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
     };
     let (trajectory, grade) = match outcome {
         Ok((submission, trajectory)) => {
-            faultline_schema::io::write_json_atomic(&traj_path, &trajectory)?;
-            if let (Some(name), Some(text)) = (submission.file_name(), submission.text()) {
-                faultline_schema::io::write_atomic(&dir.join(name), text.as_bytes())?;
-            }
-            let grade = grade_submission(
+            dir.write_trajectory(&trajectory)?;
+            dir.write_submission(&submission)?;
+            let ctx = GradeContext {
                 case,
                 prepared,
-                &s.data,
-                &s.toolchain,
-                &t.trial_id,
-                t.track,
-                &submission,
-                &cfg.grading,
-                true,
-            )
-            .await?;
+                data: &s.data,
+                toolchain: &s.toolchain,
+            };
+            let grade =
+                grade_submission(&ctx, &t.trial_id, t.track, &submission, &cfg.grading, true)
+                    .await?;
             (trajectory, grade)
         }
         Err(e) => {
@@ -521,11 +518,16 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             // recorded (never as a failure of the agent) so `--retry-infra` can redo it.
             let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
             rec.finish(ExitStatus::SandboxError, None, Some(format!("{e:#}")))?;
-            let grade = infra_grade(case, &t.trial_id, t.track, &format!("{e:#}"))?;
+            let grade = faultline_grade::grader::infra_error(
+                case,
+                &t.trial_id,
+                t.track,
+                &format!("{e:#}"),
+            )?;
             (rec.trajectory, grade)
         }
     };
-    faultline_schema::io::write_json_atomic(&dir.join("grade.json"), &grade)?;
+    dir.write_grade(&grade)?;
     Ok(record(
         case,
         t,
@@ -534,65 +536,4 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         &grade,
         s.names_function[case.id()],
     ))
-}
-
-fn infra_grade(case: &Case, trial_id: &str, track: Track, why: &str) -> Result<Grade> {
-    Ok(Grade {
-        schema_version: faultline_schema::grade::GRADE_SCHEMA_VERSION,
-        trial_id: trial_id.into(),
-        case_id: case.id().into(),
-        track,
-        outcome: Outcome::InfraError,
-        reason: why.into(),
-        score: None,
-        diagnosis: None,
-        repair: None,
-        reproduction: None,
-        inputs: faultline_schema::grade::GradeInputs {
-            submission_sha256: String::new(),
-            case_sha256: case_sha(case)?,
-            faultline_version: env!("CARGO_PKG_VERSION").into(),
-        },
-        graded_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-        wall_secs: 0.0,
-        protections: Vec::new(),
-    })
-}
-
-/// The results line of a trial.
-pub fn record(
-    case: &Case,
-    t: &PlannedTrial,
-    agent: &str,
-    traj: &Trajectory,
-    grade: &Grade,
-    symptom_names_function: bool,
-) -> ResultRecord {
-    ResultRecord {
-        schema_version: RUN_SCHEMA_VERSION,
-        trial_id: t.trial_id.clone(),
-        case_id: case.id().into(),
-        system: case.manifest.system.clone(),
-        category: case.manifest.category.to_string(),
-        tier: case.manifest.tier,
-        symptom_names_function,
-        track: t.track,
-        condition: t.condition,
-        attempt: t.attempt,
-        agent: agent.to_string(),
-        exit_status: traj.exit_status,
-        outcome: grade.outcome,
-        score: grade.score,
-        block_coverage: grade.diagnosis.as_ref().map(|d| d.block_coverage),
-        block_precision: grade.diagnosis.as_ref().map(|d| d.block_precision),
-        file_coverage: grade.diagnosis.as_ref().map(|d| d.file_coverage),
-        tokens: traj.totals.tokens,
-        cost_usd: traj.totals.cost_usd,
-        steps: traj.totals.steps,
-        steps_to_first_edit: traj.totals.steps_to_first_edit,
-        wall_secs: traj.totals.wall_secs,
-        working_secs: traj.totals.working_secs,
-        actions: traj.totals.actions.clone(),
-        finished_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-    }
 }

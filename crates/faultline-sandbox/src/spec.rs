@@ -358,8 +358,9 @@ pub enum LimitHit {
 }
 
 impl LimitHit {
-    /// A short name for records (`processes`, `memory`, `disk`).
-    pub fn as_str(self) -> &'static str {
+    /// The name of the limit as its command-line flag has it (`--sandbox-memory`), for
+    /// messages.
+    pub fn name(self) -> &'static str {
         match self {
             LimitHit::Processes => "processes",
             LimitHit::Memory => "memory",

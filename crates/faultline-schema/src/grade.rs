@@ -87,6 +87,54 @@ impl Outcome {
     }
 }
 
+/// How one run of a test executable (the oracle, a reproducer) ended, judged from its exit
+/// status and libtest's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunVerdict {
+    /// Every selected test ran and passed, and the process exited 0.
+    Pass,
+    /// At least one test failed.
+    Fail,
+    /// The wall-clock limit fired.
+    Timeout,
+    /// The process died or exited without finishing the suite (abort, stack overflow, exit).
+    Crash,
+    /// No test was selected, so nothing was checked.
+    NoTests,
+    /// The event stream contradicts itself.
+    Tampered,
+}
+
+impl RunVerdict {
+    /// Whether this run counts as the code failing the tests (a legitimate failure, as opposed
+    /// to a run that checked nothing or was forged).
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            RunVerdict::Fail | RunVerdict::Timeout | RunVerdict::Crash
+        )
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunVerdict::Pass => "pass",
+            RunVerdict::Fail => "fail",
+            RunVerdict::Timeout => "timeout",
+            RunVerdict::Crash => "crash",
+            RunVerdict::NoTests => "no_tests",
+            RunVerdict::Tampered => "tampered",
+        }
+    }
+}
+
+impl std::fmt::Display for RunVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Diagnosis scores: the budgeted coverage that ranks, and DistDebug's measures beside it (the
 /// matching rule is in docs/grading.md).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
@@ -126,8 +174,8 @@ pub struct RepairDetails {
     /// Files the patch changed that were dropped (tests, manifests, build scripts, the oracle's
     /// location, anything outside the crate's sources), with the reason.
     pub dropped: Vec<String>,
-    /// Oracle verdict on the agent-visible seed.
-    pub oracle: Option<String>,
+    /// Oracle verdict on the primary seed.
+    pub oracle: Option<RunVerdict>,
     /// Regression: tests passed, and the names that failed.
     pub regression_passed: Option<u32>,
     /// Regression failures.
@@ -167,7 +215,8 @@ pub struct ReproductionDetails {
 pub struct GradeInputs {
     /// SHA-256 of the submission file.
     pub submission_sha256: String,
-    /// SHA-256 of the case's oracle directory and `case.toml`.
+    /// SHA-256 over every file of the case directory (`case.toml`, symptom, bundle, oracle,
+    /// lockfile), the same hash the run's lock and the validation record.
     pub case_sha256: String,
     /// The faultline version.
     pub faultline_version: String,

@@ -2,7 +2,8 @@
 //!
 //! Every file faultline reads or writes is a type here, with a `schema_version` and a JSON
 //! Schema generated from the type (see [`schemas`]). Nothing here runs a process or touches the
-//! network; the only I/O is reading and atomically writing these files ([`io`]).
+//! network; the only I/O is reading and atomically writing these files ([`io`]), laid out in a
+//! run directory as [`rundir`] says.
 
 pub mod case;
 pub mod diagnosis;
@@ -10,8 +11,11 @@ pub mod grade;
 pub mod io;
 pub mod protection;
 pub mod report;
+pub mod results;
 pub mod run;
+pub mod rundir;
 pub mod schemas;
+pub mod submission;
 pub mod task;
 pub mod trajectory;
 pub mod validation;
@@ -24,6 +28,8 @@ pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};
 pub use protection::{ProtectionRecord, ProtectionState};
 pub use report::{PackManifest, Report};
-pub use run::{ResultRecord, RunLock};
+pub use run::{GradingSettings, ResultRecord, RunLock};
+pub use rundir::{RunDir, TrialDir};
+pub use submission::Submission;
 pub use task::{Condition, Limits, Task, Track};
 pub use trajectory::{ActionKind, ExitStatus, Trajectory};

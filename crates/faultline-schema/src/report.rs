@@ -6,10 +6,11 @@
 //! trials is case-weighted (attempts averaged within a case, cases weighted equally); intervals
 //! are percentile case bootstraps with the recorded seed.
 
+use crate::Category;
 use crate::grade::Outcome;
 use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Track};
-use crate::trajectory::ActionKind;
+use crate::trajectory::{ActionKind, AgentKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -71,7 +72,7 @@ pub struct AgentSummary {
     /// The name in results.
     pub name: String,
     /// `builtin`, `external`, `baseline` or `imported`; absent when the lock does not name it.
-    pub kind: Option<String>,
+    pub kind: Option<AgentKind>,
     /// The model id, for built-in agents.
     pub model: Option<String>,
 }
@@ -299,7 +300,7 @@ pub struct CaseSummary {
     /// Its system.
     pub system: String,
     /// Its category.
-    pub category: String,
+    pub category: Category,
     /// Its tier.
     pub tier: u8,
     /// Whether the symptom names a function holding a labeled block.

@@ -1,6 +1,7 @@
 //! A run directory's records, format version 1: `lock.json` (what the run was configured with)
 //! and `results.jsonl` (one line per finished trial, appended and fsynced).
 
+use crate::Category;
 use crate::grade::Outcome;
 use crate::protection::ProtectionRecord;
 use crate::task::{Condition, Limits, Track};
@@ -17,8 +18,68 @@ pub const RUN_SCHEMA_VERSION: u32 = 1;
 pub struct LockedCase {
     /// The case id.
     pub id: String,
-    /// SHA-256 over the case's files.
+    /// SHA-256 over every file of the case directory: whatever an agent sees or the grader
+    /// uses; resuming after it changed is refused.
     pub sha256: String,
+}
+
+/// The grading settings of a run: they change verdicts, so the lock records them, the grade
+/// cache keys on them, and re-grading an archive uses the ones it was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GradingSettings {
+    /// Further seeds a seeded oracle is run under after it passes (robustness).
+    pub robustness_seeds: u32,
+    /// Runs per version when grading reproducers.
+    pub reproduction_k: u32,
+}
+
+impl Default for GradingSettings {
+    fn default() -> Self {
+        GradingSettings {
+            robustness_seeds: 5,
+            reproduction_k: 3,
+        }
+    }
+}
+
+impl GradingSettings {
+    /// The settings as locks written before the field was typed recorded them
+    /// (`robustness_seeds=N reproduction_k=M`; a missing key has its default); `None` for any
+    /// other text.
+    pub fn from_legacy_text(text: &str) -> Option<GradingSettings> {
+        let mut settings = GradingSettings::default();
+        for part in text.split_whitespace() {
+            let (key, value) = part.split_once('=')?;
+            let value: u32 = value.parse().ok()?;
+            match key {
+                "robustness_seeds" => settings.robustness_seeds = value,
+                "reproduction_k" => settings.reproduction_k = value,
+                _ => return None,
+            }
+        }
+        Some(settings)
+    }
+
+    /// Reads the lock's field in either form: the typed object, or the legacy text.
+    fn deserialize_recorded<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<GradingSettings, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => GradingSettings::from_legacy_text(&text)
+                .ok_or_else(|| {
+                    D::Error::custom(format!(
+                        "grading settings {text:?} are not `robustness_seeds=N reproduction_k=M`"
+                    ))
+                }),
+            other => GradingSettings::deserialize(other).map_err(|e| {
+                D::Error::custom(format!(
+                    "grading settings are not {{\"robustness_seeds\": N, \"reproduction_k\": M}}: {e}"
+                ))
+            }),
+        }
+    }
 }
 
 /// What a run was configured with; resuming under a different configuration is refused.
@@ -46,8 +107,10 @@ pub struct RunLock {
     pub cases: Vec<LockedCase>,
     /// The pricing table's version (built-in agents).
     pub pricing: Option<String>,
-    /// Grading settings: robustness seeds and reproduction runs.
-    pub grading: String,
+    /// Grading settings: robustness seeds and reproduction runs. Locks written before they were
+    /// typed hold the text `robustness_seeds=N reproduction_k=M`, which is still read.
+    #[serde(deserialize_with = "GradingSettings::deserialize_recorded")]
+    pub grading: GradingSettings,
     /// The shard this directory holds, as `i/n`, when sharded.
     pub shard: Option<String>,
     /// The sandbox protections agents and grading ran under on the machine that made the run
@@ -68,7 +131,7 @@ pub struct ResultRecord {
     /// The case's system.
     pub system: String,
     /// The case's category.
-    pub category: String,
+    pub category: Category,
     /// The case's tier.
     pub tier: u8,
     /// Whether the symptom names a function holding a labeled block.
@@ -112,4 +175,69 @@ pub struct ResultRecord {
     pub actions: BTreeMap<ActionKind, u32>,
     /// When the trial finished (RFC 3339).
     pub finished_at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock() -> RunLock {
+        RunLock {
+            schema_version: RUN_SCHEMA_VERSION,
+            faultline_version: "0.1.0".into(),
+            agents: Vec::new(),
+            limits: Limits::default(),
+            seed: 0,
+            attempts: 3,
+            baseline_attempts: 1,
+            tracks: vec![Track::Repair],
+            conditions: vec![Condition::Symptom],
+            cases: Vec::new(),
+            pricing: None,
+            grading: GradingSettings {
+                robustness_seeds: 2,
+                reproduction_k: 7,
+            },
+            shard: None,
+            protections: Vec::new(),
+        }
+    }
+
+    fn with_grading(grading: serde_json::Value) -> Result<RunLock, serde_json::Error> {
+        let mut value = serde_json::to_value(lock()).unwrap();
+        value["grading"] = grading;
+        serde_json::from_value(value)
+    }
+
+    #[test]
+    fn grading_settings_are_an_object_and_old_locks_still_read() {
+        let value = serde_json::to_value(lock()).unwrap();
+        assert_eq!(
+            value["grading"],
+            serde_json::json!({"robustness_seeds": 2, "reproduction_k": 7})
+        );
+        assert_eq!(serde_json::from_value::<RunLock>(value).unwrap(), lock());
+        let old = with_grading("robustness_seeds=2 reproduction_k=7".into()).unwrap();
+        assert_eq!(old, lock());
+        assert_eq!(
+            GradingSettings::from_legacy_text("reproduction_k=4"),
+            Some(GradingSettings {
+                robustness_seeds: 5,
+                reproduction_k: 4
+            })
+        );
+    }
+
+    #[test]
+    fn unreadable_grading_settings_are_named() {
+        for bad in [
+            serde_json::json!("robustness_seeds=x"),
+            serde_json::json!("other=1"),
+            serde_json::json!({"robustness_seeds": 1}),
+            serde_json::json!(3),
+        ] {
+            let e = with_grading(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("grading settings"), "{bad}: {e}");
+        }
+    }
 }

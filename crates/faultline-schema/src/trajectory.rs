@@ -85,11 +85,45 @@ pub enum ActionKind {
     Other,
 }
 
+/// What sort of agent a configuration is.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// The built-in loop with a model.
+    Builtin,
+    /// A command run for every trial.
+    External,
+    /// A baseline (null, gold, a localizer).
+    Baseline,
+    /// Patches imported from a predictions file.
+    Imported,
+}
+
+impl AgentKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Builtin => "builtin",
+            AgentKind::External => "external",
+            AgentKind::Baseline => "baseline",
+            AgentKind::Imported => "imported",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Identifies the agent configuration of a trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentInfo {
-    /// `builtin`, `external` or `baseline`.
-    pub kind: String,
+    /// `builtin`, `external`, `baseline` or `imported`.
+    pub kind: AgentKind,
     /// A short name for tables (the model, the command, or the baseline).
     pub name: String,
     /// The model id sent to the API (built-in agent).
@@ -152,6 +186,28 @@ pub struct ModelCall {
     pub finish_reason: Option<String>,
 }
 
+/// Where an action's command came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionSource {
+    /// A native `bash` tool call.
+    ToolCall,
+    /// The one fenced block of a plain-text reply.
+    Text,
+}
+
+/// A resource limit of the sandbox that a command ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceLimit {
+    /// Processes and threads alive at once.
+    Processes,
+    /// Memory of the sandbox's processes together.
+    Memory,
+    /// New data written to the writable mounts.
+    Disk,
+}
+
 /// A command the agent ran and what came back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Action {
@@ -160,7 +216,7 @@ pub struct Action {
     /// How it was classified.
     pub kind: ActionKind,
     /// `tool_call` or `text` (a fenced block in a plain reply).
-    pub source: String,
+    pub source: ActionSource,
     /// Exit code, absent when killed.
     pub exit_code: Option<i32>,
     /// Whether the per-command timeout fired.
@@ -173,7 +229,7 @@ pub struct Action {
     pub duration_secs: f64,
     /// The sandbox's resource limit the command ran into (`processes`, `memory`, `disk`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<String>,
+    pub limit: Option<ResourceLimit>,
 }
 
 /// One step: a model call and the action it produced (if any).
@@ -197,11 +253,37 @@ pub struct Step {
     pub diff_sha256: String,
 }
 
+/// Who a message of the conversation is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The system prompt.
+    System,
+    /// The task and the harness's feedback.
+    User,
+    /// The model.
+    Assistant,
+    /// A command's output, answering a tool call.
+    Tool,
+}
+
+impl Role {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// A message of the conversation, as sent to the model (provider-neutral).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
+    pub role: Role,
     /// The text.
     pub content: String,
     /// Tool calls of an assistant message: id and command.
@@ -248,11 +330,27 @@ pub struct Totals {
     pub actions: BTreeMap<ActionKind, u32>,
 }
 
+/// A budget of a trial, named as the field of [`Limits`] that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// Model calls.
+    Steps,
+    /// Dollars.
+    CostUsd,
+    /// Input plus output tokens.
+    Tokens,
+    /// Wall-clock seconds.
+    WallSecs,
+    /// Wall-clock seconds not spent waiting on model retries.
+    WorkingSecs,
+}
+
 /// Which limit ended the trial, and its value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LimitFired {
     /// `steps`, `cost_usd`, `tokens`, `wall_secs` or `working_secs`.
-    pub limit: String,
+    pub limit: LimitKind,
     /// The configured value.
     pub value: f64,
 }

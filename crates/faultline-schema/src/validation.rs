@@ -1,5 +1,7 @@
 //! The case validation report (`faultline cases validate --json`), format version 1.
 
+use crate::grade::RunVerdict;
+use crate::{Category, OracleKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -29,11 +31,11 @@ pub struct CaseValidation {
     /// The system.
     pub system: String,
     /// The failure category.
-    pub category: String,
+    pub category: Category,
     /// The tier.
     pub tier: u8,
     /// `external` or `in-crate`.
-    pub oracle_kind: String,
+    pub oracle_kind: OracleKind,
     /// Whether every check passed.
     pub passed: bool,
     /// Every rule the case breaks, in words; empty when it passes.
@@ -143,7 +145,7 @@ pub struct OracleRun {
     /// The seed passed as `FAULTLINE_SEED`.
     pub seed: u64,
     /// How the run ended: pass, fail, timeout, crash, no_tests, tampered.
-    pub verdict: String,
+    pub verdict: RunVerdict,
     /// Every oracle test passed.
     pub passed: bool,
     /// The run is a legitimate failure (a test failed, the process crashed or hung).

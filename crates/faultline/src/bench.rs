@@ -8,9 +8,9 @@ use faultline_corpus::manifest::Depth;
 use faultline_corpus::{Case, PrepareOptions, TemplateKind, prepare};
 use faultline_grade::verdict::{VerdictPlan, fresh_seed, run_oracle};
 use faultline_grade::workbench::{BuildTarget, Workbench};
-use faultline_grade::{GradeContext, GradeOptions, grade_repair};
+use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
-use faultline_schema::OracleKind;
+use faultline_schema::{GradingSettings, OracleKind};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -193,7 +193,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 data: &env.data,
                 toolchain: &toolchain,
             };
-            let opts = GradeOptions::default();
+            let opts = GradingSettings::default();
             let (mut graded, mut plain) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 let t = Instant::now();
@@ -256,7 +256,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 prepared.check(TemplateKind::Grading)?;
                 checks.push(t.elapsed().as_secs_f64());
                 let t = Instant::now();
-                let g = grade_repair(&ctx, "bench", &gold, &GradeOptions::default()).await?;
+                let g = grade_repair(&ctx, "bench", &gold, &GradingSettings::default()).await?;
                 grades.push(t.elapsed().as_secs_f64());
                 if !g.outcome.is_success() {
                     bail!("the gold patch did not pass: {}", g.reason);

@@ -6,6 +6,7 @@ use clap::Args;
 use faultline_corpus::Corpus;
 use faultline_run::report::Outputs;
 use faultline_sandbox::Toolchain;
+use faultline_schema::RunDir;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -60,7 +61,7 @@ pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
                 args.run.display()
             ),
         };
-        if into.join(faultline_run::pack::MANIFEST).is_file() {
+        if RunDir::new(&into).pack_manifest_path().is_file() {
             eprintln!("using the copy already unpacked at {}", into.display());
         } else {
             let manifest = faultline_run::pack::unpack(&args.run, &into)?;
@@ -74,8 +75,9 @@ pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
     } else {
         args.run.clone()
     };
-    let unpacked = run_dir.join(faultline_run::pack::MANIFEST).is_file();
-    let checked = run_dir.join(faultline_run::pack::REGRADE).is_file();
+    let run = RunDir::new(&run_dir);
+    let unpacked = run.pack_manifest_path().is_file();
+    let checked = run.regrade_path().is_file();
     let regrade = unpacked && !checked && !args.no_regrade;
     let corpus = match env.corpus() {
         Ok(c) => c,
@@ -94,9 +96,9 @@ pub async fn report(env: &Env, args: ReportArgs) -> Result<ExitCode> {
     let defaults = args.html.is_none() && args.markdown.is_none() && args.json.is_none();
     let outputs = if defaults {
         Outputs {
-            html: Some(run_dir.join("report.html")),
+            html: Some(run.report_html_path()),
             markdown: None,
-            json: Some(run_dir.join("report.json")),
+            json: Some(run.report_json_path()),
         }
     } else {
         Outputs {

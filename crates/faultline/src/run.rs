@@ -6,12 +6,11 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use faultline_agent::{Baseline, ExternalAgent, Templates};
 use faultline_corpus::Corpus;
-use faultline_grade::GradeOptions;
 use faultline_model::{ModelConfig, PricingTable, Protocol};
 use faultline_run::progress::ProgressStats;
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
 use faultline_sandbox::Toolchain;
-use faultline_schema::{Condition, Limits, Track};
+use faultline_schema::{Condition, GradingSettings, Limits, RunDir, Track};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -232,7 +231,7 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         force: args.force,
         retry_infra: args.retry_infra,
         pricing,
-        grading: GradeOptions {
+        grading: GradingSettings {
             robustness_seeds: args.robustness_seeds,
             reproduction_k: args.reproduction_k,
         },
@@ -261,19 +260,20 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
 /// Prints the report of a run directory and writes `leaderboard.md`, `report.json` and
 /// `report.html` beside its results.
 pub fn write_reports(env: &Env, corpus: &Corpus, out: &Path) -> Result<()> {
+    let run = RunDir::new(out);
     let report = faultline_run::report::write_report(
         out,
         corpus,
         &env.data,
         &faultline_run::report::Outputs {
-            html: Some(out.join("report.html")),
+            html: Some(run.report_html_path()),
             markdown: None,
-            json: Some(out.join("report.json")),
+            json: Some(run.report_json_path()),
         },
     )?;
     println!("{}", faultline_report::markdown::terminal(&report));
     faultline_schema::io::write_atomic(
-        &out.join("leaderboard.md"),
+        &run.leaderboard_path(),
         format!(
             "# Leaderboard\n\n{} Attempts are averaged within a case and cases weighted equally; \
              the interval is a 95% case bootstrap (10,000 resamples). The full report is \
@@ -421,7 +421,7 @@ pub async fn grade(env: &Env, args: GradeArgs) -> Result<ExitCode> {
     let corpus = env.corpus()?;
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
-    let opts = GradeOptions {
+    let opts = GradingSettings {
         robustness_seeds: args.robustness_seeds,
         reproduction_k: args.reproduction_k,
     };
@@ -459,7 +459,7 @@ pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
         &corpus,
         &env.data,
         &toolchain,
-        &GradeOptions::default(),
+        &GradingSettings::default(),
     )
     .await?;
     eprintln!(

@@ -5,6 +5,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use faultline_agent::TrialEnv;
 use faultline_sandbox::Toolchain;
+use faultline_schema::submission::SUBMISSION_FILES;
 use faultline_schema::{Condition, Limits, Task, Track, Trajectory};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,7 +72,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default();
-    let submission = ["diagnosis.json", "patch.diff", "reproducer.rs"]
+    let submission = SUBMISSION_FILES
         .iter()
         .find_map(|n| std::fs::read_to_string(dir.join(n)).ok());
     let out = match args.format {

@@ -2,10 +2,11 @@
 //! keeps the reproduce track's rules as the gold baseline submits it, and the smoke suite
 //! validates from scratch (real crates from the package registry, real sandboxes).
 
-use faultline_agent::{Baseline, Submission, baselines};
+use faultline_agent::{Baseline, baselines};
 use faultline_corpus::Corpus;
 use faultline_corpus::gold::TreeDiff;
 use faultline_grade::legality::{Legality, check_reproducer};
+use faultline_schema::Submission;
 use faultline_schema::Track;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{corpus, faultline, records};
+use common::{corpus, faultline, faultline_on, records};
 use faultline_schema::ResultRecord;
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -220,6 +220,58 @@ fn a_changed_configuration_is_refused_unless_forced() {
         .status()
         .unwrap();
     assert!(ok.success());
+    assert_eq!(records(&run).len(), 2);
+}
+
+#[test]
+fn a_run_is_not_resumed_over_a_changed_symptom_or_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let run = tmp.path().join("run");
+    // A copy of the fixtures (the case names its sources relative to itself), to change.
+    let fixtures = tmp.path().join("fixtures");
+    faultline_corpus::store::copy_tree(&corpus().join(".."), &fixtures, &|_| true).unwrap();
+    let case = fixtures.join("corpus/toy/toy-double-merge");
+    let go = || {
+        faultline_on(&fixtures.join("corpus"), &data)
+            .args([
+                "run",
+                "toy-double-merge",
+                "--agent",
+                "baseline:null",
+                "--tracks",
+                "diagnose",
+                "--out",
+            ])
+            .arg(&run)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert!(go().status.success());
+    assert_eq!(records(&run).len(), 2);
+    let refused = |file: &str| {
+        let path = case.join(file);
+        let original = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            format!("{original}\nOne more line the agent would see.\n"),
+        )
+        .unwrap();
+        let out = go();
+        assert!(!out.status.success(), "resumed over a changed {file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("toy-double-merge")
+                && err.contains("hash differently than when the run started"),
+            "{file}: {err}"
+        );
+        // Put back, the case is the one the run started with, and the run resumes.
+        std::fs::write(&path, original).unwrap();
+        assert!(go().status.success(), "{file}");
+    };
+    refused("symptom.md");
+    refused("context/state.md");
     assert_eq!(records(&run).len(), 2);
 }
 

@@ -9,6 +9,7 @@ use crate::libtest::{RunVerdict, TestResult};
 use crate::workbench::{TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
+use faultline_sandbox::LimitHit;
 use futures_util::future::join_all;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub struct OracleVerdict {
     /// Seconds libtest measured, summed (absent when a run did not finish).
     pub test_secs: Option<f64>,
     /// The sandbox's resource limit a process ran into, if one did.
-    pub limit: Option<String>,
+    pub limit: Option<LimitHit>,
 }
 
 /// Runs every wrapper of the plan in its own process, in an order drawn for this seed, and judges
@@ -82,9 +83,7 @@ pub async fn run_oracle(
         for ((w, _), run) in runnable.into_iter().zip(runs) {
             let run = run?;
             out.wall_secs += run.wall_secs;
-            if out.limit.is_none() {
-                out.limit.clone_from(&run.limit);
-            }
+            out.limit = out.limit.or(run.limit);
             out.test_secs = match (out.test_secs, run.report.suite.and_then(|s| s.exec_time)) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,

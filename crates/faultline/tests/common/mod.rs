@@ -11,8 +11,13 @@ pub fn corpus() -> PathBuf {
 
 /// The binary, on the fixture corpus, with its own data directory.
 pub fn faultline(data: &Path) -> Command {
+    faultline_on(&corpus(), data)
+}
+
+/// The binary on another corpus (a changed copy of the fixtures), with its own data directory.
+pub fn faultline_on(corpus: &Path, data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
-    c.arg("--corpus").arg(corpus()).env("FAULTLINE_DATA", data);
+    c.arg("--corpus").arg(corpus).env("FAULTLINE_DATA", data);
     c
 }
 

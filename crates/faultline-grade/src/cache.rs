@@ -1,5 +1,5 @@
-//! Grading a stored submission, through a cache of verdicts about submissions, so re-grading a
-//! run or grading a repeated submission costs nothing.
+//! Grading a submission through a cache of verdicts about submissions, so re-grading a run or
+//! grading a repeated submission costs nothing.
 //!
 //! A cached grade is served only for exactly the inputs it was made from: the case (its id and
 //! the hash of its files), the track, the submission, the grading rules and settings, the
@@ -7,17 +7,13 @@
 //! sandbox's protections. And only a verdict about the submission is kept: an outcome the
 //! environment may have caused is graded again every time (see [`verdict_about_submission`]).
 
-use anyhow::Result;
-use faultline_agent::Submission;
+use crate::grader::{GRADER_VERSION, GradeContext, grade, no_submission};
+use anyhow::{Context, Result};
 use faultline_corpus::workspace::toolchain_version;
 use faultline_corpus::{Case, DataDir, PreparedCase};
-use faultline_grade::grader::case_hash;
-use faultline_grade::{
-    GradeContext, GradeOptions, grade_diagnosis, grade_repair, grade_reproduction,
-};
 use faultline_sandbox::Toolchain;
-use faultline_schema::grade::GRADE_SCHEMA_VERSION;
-use faultline_schema::{Grade, Outcome, Track};
+use faultline_schema::grade::{GRADE_SCHEMA_VERSION, RunVerdict};
+use faultline_schema::{Grade, GradingSettings, Outcome, Submission, Track};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
@@ -41,7 +37,7 @@ pub struct GradeEnvironment {
 impl GradeEnvironment {
     /// The environment grades of a prepared case get on this machine.
     pub fn of(prepared: &PreparedCase, toolchain: &Toolchain) -> Result<GradeEnvironment> {
-        let protections = faultline_grade::protections::for_grading(prepared, toolchain);
+        let protections = crate::protections::for_grading(prepared, toolchain);
         Ok(GradeEnvironment {
             toolchain: toolchain_version(toolchain)?,
             protections: protections.to_string(),
@@ -55,19 +51,20 @@ pub fn cache_key(
     case: &Case,
     track: Track,
     submission: &str,
-    opts: &GradeOptions,
+    settings: &GradingSettings,
     env: &GradeEnvironment,
 ) -> Result<String> {
     let mut h = Sha256::new();
     let fields = [
         format!("grade-v{GRADE_SCHEMA_VERSION}"),
-        format!("rules-v{}", faultline_grade::grader::GRADER_VERSION),
+        format!("rules-v{GRADER_VERSION}"),
         env!("CARGO_PKG_VERSION").to_string(),
         case.id().to_string(),
-        case_hash(case)?,
+        case.content_sha256()
+            .with_context(|| format!("hashing the files of case {}", case.id()))?,
         track.to_string(),
-        opts.robustness_seeds.to_string(),
-        opts.reproduction_k.to_string(),
+        settings.robustness_seeds.to_string(),
+        settings.reproduction_k.to_string(),
         env.template.clone(),
         env.toolchain.clone(),
         env.protections.clone(),
@@ -87,17 +84,13 @@ pub fn cache_key(
 /// time, which a resource limit or the out-of-memory killer can cause. Outcomes added later are
 /// not cached until they are listed here.
 pub fn verdict_about_submission(grade: &Grade) -> bool {
-    let oracle = grade
-        .repair
-        .as_ref()
-        .and_then(|r| r.oracle.as_deref())
-        .unwrap_or_default();
+    let oracle = grade.repair.as_ref().and_then(|r| r.oracle);
     match grade.outcome {
         Outcome::FailRegression => grade
             .repair
             .as_ref()
             .is_some_and(|r| r.regression_passed.is_some()),
-        Outcome::FailOracle => !matches!(oracle, "crash" | "timeout"),
+        Outcome::FailOracle => !matches!(oracle, Some(RunVerdict::Crash | RunVerdict::Timeout)),
         Outcome::Pass
         | Outcome::FailRobustness
         | Outcome::PatchError
@@ -118,32 +111,23 @@ pub fn verdict_about_submission(grade: &Grade) -> bool {
 }
 
 /// Grades a submission, reusing a cached grade of the same inputs unless `use_cache` is false.
-#[allow(clippy::too_many_arguments)]
 pub async fn grade_submission(
-    case: &Case,
-    prepared: &PreparedCase,
-    data: &DataDir,
-    toolchain: &Toolchain,
+    ctx: &GradeContext<'_>,
     trial_id: &str,
     track: Track,
     submission: &Submission,
-    opts: &GradeOptions,
+    settings: &GradingSettings,
     use_cache: bool,
 ) -> Result<Grade> {
+    let case = ctx.case;
     let Some(text) = submission.text() else {
-        let ctx = GradeContext {
-            case,
-            prepared,
-            data,
-            toolchain,
-        };
-        return no_submission(&ctx, trial_id, track);
+        return no_submission(case, trial_id, track);
     };
     // Without its environment a grade cannot be keyed; the grader then reports the problem.
-    let cached = match GradeEnvironment::of(prepared, toolchain) {
-        Ok(env) => Some(cache_dir(data).join(format!(
+    let cached = match GradeEnvironment::of(ctx.prepared, ctx.toolchain) {
+        Ok(env) => Some(cache_dir(ctx.data).join(format!(
             "{}.json",
-            cache_key(case, track, text, opts, &env)?
+            cache_key(case, track, text, settings, &env)?
         ))),
         Err(e) => {
             tracing::warn!("{}: grading without the cache: {e:#}", case.id());
@@ -158,46 +142,14 @@ pub async fn grade_submission(
         g.trial_id = trial_id.to_string();
         return Ok(g);
     }
-    let ctx = GradeContext {
-        case,
-        prepared,
-        data,
-        toolchain,
-    };
-    let grade = match track {
-        Track::Diagnose => grade_diagnosis(&ctx, trial_id, text)?,
-        Track::Repair => grade_repair(&ctx, trial_id, text, opts).await?,
-        Track::Reproduce => grade_reproduction(&ctx, trial_id, text, opts).await?,
-    };
+    let grade = grade(ctx, trial_id, track, text, settings).await?;
     if let Some(cached) = &cached
         && verdict_about_submission(&grade)
     {
-        faultline_schema::io::write_json_atomic(cached, &grade)?;
+        faultline_schema::io::write_json_atomic(cached, &grade)
+            .with_context(|| format!("writing the cached grade {}", cached.display()))?;
     }
     Ok(grade)
-}
-
-fn no_submission(ctx: &GradeContext, trial_id: &str, track: Track) -> Result<Grade> {
-    Ok(Grade {
-        schema_version: GRADE_SCHEMA_VERSION,
-        trial_id: trial_id.into(),
-        case_id: ctx.case.id().into(),
-        track,
-        outcome: Outcome::InvalidSubmission,
-        reason: "nothing was submitted".into(),
-        score: Some(0.0),
-        diagnosis: None,
-        repair: None,
-        reproduction: None,
-        inputs: faultline_schema::grade::GradeInputs {
-            submission_sha256: String::new(),
-            case_sha256: case_hash(ctx.case)?,
-            faultline_version: env!("CARGO_PKG_VERSION").into(),
-        },
-        graded_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        wall_secs: 0.0,
-        protections: Vec::new(),
-    })
 }
 
 #[cfg(test)]
@@ -230,15 +182,18 @@ mod tests {
 
     #[test]
     fn only_verdicts_about_the_submission_are_cached() {
-        let ran = |oracle: &str, regression: Option<u32>| RepairDetails {
-            oracle: Some(oracle.into()),
+        let ran = |oracle: RunVerdict, regression: Option<u32>| RepairDetails {
+            oracle: Some(oracle),
             regression_passed: regression,
             ..Default::default()
         };
         for (outcome, repair) in [
-            (Outcome::Pass, Some(ran("pass", Some(3)))),
-            (Outcome::FailOracle, Some(ran("fail", None))),
-            (Outcome::FailRegression, Some(ran("pass", Some(2)))),
+            (Outcome::Pass, Some(ran(RunVerdict::Pass, Some(3)))),
+            (Outcome::FailOracle, Some(ran(RunVerdict::Fail, None))),
+            (
+                Outcome::FailRegression,
+                Some(ran(RunVerdict::Pass, Some(2))),
+            ),
             (Outcome::PatchError, Some(RepairDetails::default())),
             (Outcome::Valid, None),
             (Outcome::Scored, None),
@@ -250,11 +205,11 @@ mod tests {
         }
         for (outcome, repair) in [
             (Outcome::BuildError, Some(RepairDetails::default())),
-            (Outcome::Timeout, Some(ran("timeout", None))),
+            (Outcome::Timeout, Some(ran(RunVerdict::Timeout, None))),
             (Outcome::InfraError, None),
             (Outcome::DoesNotCompile, None),
-            (Outcome::FailRegression, Some(ran("pass", None))),
-            (Outcome::FailOracle, Some(ran("crash", None))),
+            (Outcome::FailRegression, Some(ran(RunVerdict::Pass, None))),
+            (Outcome::FailOracle, Some(ran(RunVerdict::Crash, None))),
         ] {
             assert!(
                 !verdict_about_submission(&grade(outcome, repair)),
@@ -272,8 +227,8 @@ mod tests {
             protections: "network isolation: active".into(),
             template: "aa".into(),
         };
-        let opts = GradeOptions::default();
-        let key = |env: &GradeEnvironment, opts: &GradeOptions, text: &str| {
+        let opts = GradingSettings::default();
+        let key = |env: &GradeEnvironment, opts: &GradingSettings, text: &str| {
             cache_key(&case, Track::Repair, text, opts, env).unwrap()
         };
         let base = key(&env, &opts, "patch");
@@ -306,9 +261,9 @@ mod tests {
             ),
             key(
                 &env,
-                &GradeOptions {
+                &GradingSettings {
                     robustness_seeds: 1,
-                    ..opts.clone()
+                    ..opts
                 },
                 "patch",
             ),

@@ -1,0 +1,316 @@
+//! The layout of a run directory, in one place: every file name a run writes or reads, and the
+//! typed reads and atomic writes of its records, so that the runner, re-grading, merging,
+//! packing and reporting agree on it by construction. (The submission files' names are
+//! [`crate::submission`]'s, since an agent's output directory uses them too.)
+//!
+//! ```text
+//! lock.json  results.jsonl  leaderboard.md  report.html  report.json  (pack.json  regrade.json)
+//! trials/<agent>/<case>/<track>/<condition>/<attempt>/
+//!     task.json  trajectory.json  diagnosis.json | patch.diff | reproducer.rs  grade.json
+//!     task/  agent-output/  agent.log  agent-trajectory.json      (external agents)
+//! ```
+
+use crate::grade::Grade;
+use crate::io::{ReadError, read_json, write_atomic, write_json_atomic};
+use crate::report::RegradeCheck;
+use crate::results::{ResultsLog, read_records};
+use crate::run::{ResultRecord, RunLock};
+use crate::submission::{DIAGNOSIS_FILE, PATCH_FILE, REPRODUCER_FILE, Submission, submission_file};
+use crate::task::{Task, Track};
+use crate::trajectory::Trajectory;
+use serde::Serialize;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The run's configuration ([`RunLock`]).
+pub const LOCK_FILE: &str = "lock.json";
+/// One line per finished trial ([`crate::ResultRecord`]).
+pub const RESULTS_FILE: &str = "results.jsonl";
+/// The directory holding one directory per trial.
+pub const TRIALS_DIR: &str = "trials";
+/// An archive's manifest ([`crate::PackManifest`]), inside the archive and an unpacked run.
+pub const PACK_MANIFEST_FILE: &str = "pack.json";
+/// How the re-grading of an unpacked archive compares with its grades ([`RegradeCheck`]).
+pub const REGRADE_FILE: &str = "regrade.json";
+/// The self-contained HTML report.
+pub const REPORT_HTML_FILE: &str = "report.html";
+/// The report's numbers ([`crate::Report`]).
+pub const REPORT_JSON_FILE: &str = "report.json";
+/// The leaderboard printed at the end of a run.
+pub const LEADERBOARD_FILE: &str = "leaderboard.md";
+
+/// What a trial asked of the agent ([`Task`]); also in an external agent's task directory.
+pub const TASK_FILE: &str = "task.json";
+/// What the agent did ([`Trajectory`]); an external agent may write its own under this name.
+pub const TRAJECTORY_FILE: &str = "trajectory.json";
+/// The verdict on the submission ([`Grade`]).
+pub const GRADE_FILE: &str = "grade.json";
+/// The files of a trial directory that an archive keeps.
+pub const ARCHIVED_TRIAL_FILES: [&str; 6] = [
+    TASK_FILE,
+    TRAJECTORY_FILE,
+    DIAGNOSIS_FILE,
+    PATCH_FILE,
+    REPRODUCER_FILE,
+    GRADE_FILE,
+];
+
+/// Why a file of a run directory could not be written. The message names the file; the cause
+/// is the error's `source`.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {path}")]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// The underlying error.
+    #[source]
+    pub source: io::Error,
+}
+
+fn write_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), WriteError> {
+    write_json_atomic(&path, value).map_err(|source| WriteError { path, source })
+}
+
+/// Reads a JSON file that may be absent: `None` when it does not exist.
+fn read_optional<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<Option<T>, ReadError> {
+    if path.exists() {
+        read_json(path, what).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// A run directory: where a run keeps its lock, its results and its trials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// The run directory at `root` (nothing is created).
+    pub fn new(root: impl Into<PathBuf>) -> RunDir {
+        RunDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `lock.json`.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(LOCK_FILE)
+    }
+
+    /// `results.jsonl`.
+    pub fn results_path(&self) -> PathBuf {
+        self.root.join(RESULTS_FILE)
+    }
+
+    /// `pack.json`, present in an unpacked archive.
+    pub fn pack_manifest_path(&self) -> PathBuf {
+        self.root.join(PACK_MANIFEST_FILE)
+    }
+
+    /// `regrade.json`, present once an unpacked archive was graded again.
+    pub fn regrade_path(&self) -> PathBuf {
+        self.root.join(REGRADE_FILE)
+    }
+
+    /// `report.html`.
+    pub fn report_html_path(&self) -> PathBuf {
+        self.root.join(REPORT_HTML_FILE)
+    }
+
+    /// `report.json`.
+    pub fn report_json_path(&self) -> PathBuf {
+        self.root.join(REPORT_JSON_FILE)
+    }
+
+    /// `leaderboard.md`.
+    pub fn leaderboard_path(&self) -> PathBuf {
+        self.root.join(LEADERBOARD_FILE)
+    }
+
+    /// The lock, or `None` when the directory has none (a run imported by an older faultline).
+    pub fn read_lock(&self) -> Result<Option<RunLock>, ReadError> {
+        read_optional(&self.lock_path(), "run lock")
+    }
+
+    /// Writes the lock atomically.
+    pub fn write_lock(&self, lock: &RunLock) -> Result<(), WriteError> {
+        write_json(self.lock_path(), lock)
+    }
+
+    /// The results log; a torn last line is cut off so appends stay line-aligned.
+    pub fn results(&self) -> io::Result<ResultsLog> {
+        ResultsLog::open(self.results_path())
+    }
+
+    /// Every complete record of `results.jsonl`, in file order, without touching the file (a
+    /// missing file is empty).
+    pub fn read_results(&self) -> Result<Vec<ResultRecord>, ReadError> {
+        read_records(&self.results_path())
+    }
+
+    /// The re-grading check of an unpacked archive, when there is one.
+    pub fn read_regrade(&self) -> Result<Option<RegradeCheck>, ReadError> {
+        read_optional(&self.regrade_path(), "re-grading check")
+    }
+
+    /// Records the re-grading check of an unpacked archive.
+    pub fn write_regrade(&self, check: &RegradeCheck) -> Result<(), WriteError> {
+        write_json(self.regrade_path(), check)
+    }
+
+    /// The directory of one trial.
+    pub fn trial(&self, trial_id: &str) -> TrialDir {
+        TrialDir {
+            root: self.root.join(TRIALS_DIR).join(trial_id),
+        }
+    }
+}
+
+/// One trial's directory: its task, trajectory, submission and grade.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrialDir {
+    root: PathBuf,
+}
+
+impl TrialDir {
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// `task.json`.
+    pub fn task_path(&self) -> PathBuf {
+        self.root.join(TASK_FILE)
+    }
+
+    /// `trajectory.json`, written after every step.
+    pub fn trajectory_path(&self) -> PathBuf {
+        self.root.join(TRAJECTORY_FILE)
+    }
+
+    /// `grade.json`.
+    pub fn grade_path(&self) -> PathBuf {
+        self.root.join(GRADE_FILE)
+    }
+
+    /// The submission file of `track`.
+    pub fn submission_path(&self, track: Track) -> PathBuf {
+        self.root.join(submission_file(track))
+    }
+
+    /// The task directory an external agent receives.
+    pub fn external_task_dir(&self) -> PathBuf {
+        self.root.join("task")
+    }
+
+    /// Where an external agent writes its submission.
+    pub fn agent_output_dir(&self) -> PathBuf {
+        self.root.join("agent-output")
+    }
+
+    /// An external agent's standard output and error.
+    pub fn agent_log_path(&self) -> PathBuf {
+        self.root.join("agent.log")
+    }
+
+    /// An external agent's own trajectory, kept beside ours.
+    pub fn agent_trajectory_path(&self) -> PathBuf {
+        self.root.join("agent-trajectory.json")
+    }
+
+    /// Empties the directory (what an interrupted attempt left) and creates it.
+    pub fn reset(&self) -> Result<(), WriteError> {
+        let io_error = |source| WriteError {
+            path: self.root.clone(),
+            source,
+        };
+        if self.root.exists() {
+            std::fs::remove_dir_all(&self.root).map_err(io_error)?;
+        }
+        std::fs::create_dir_all(&self.root).map_err(io_error)
+    }
+
+    /// Writes `task.json` atomically.
+    pub fn write_task(&self, task: &Task) -> Result<(), WriteError> {
+        write_json(self.task_path(), task)
+    }
+
+    /// Writes `trajectory.json` atomically.
+    pub fn write_trajectory(&self, trajectory: &Trajectory) -> Result<(), WriteError> {
+        write_json(self.trajectory_path(), trajectory)
+    }
+
+    /// Reads `trajectory.json`, `None` when absent.
+    pub fn read_trajectory(&self) -> Result<Option<Trajectory>, ReadError> {
+        read_optional(&self.trajectory_path(), "trajectory")
+    }
+
+    /// Writes `grade.json` atomically.
+    pub fn write_grade(&self, grade: &Grade) -> Result<(), WriteError> {
+        write_json(self.grade_path(), grade)
+    }
+
+    /// Reads `grade.json`, `None` when absent.
+    pub fn read_grade(&self) -> Result<Option<Grade>, ReadError> {
+        read_optional(&self.grade_path(), "grade")
+    }
+
+    /// Writes the submission's file atomically (nothing for [`Submission::None`]).
+    pub fn write_submission(&self, submission: &Submission) -> Result<(), WriteError> {
+        if let (Some(name), Some(text)) = (submission.file_name(), submission.text()) {
+            let path = self.root.join(name);
+            write_atomic(&path, text.as_bytes()).map_err(|source| WriteError { path, source })?;
+        }
+        Ok(())
+    }
+
+    /// The stored submission of `track` ([`Submission::None`] when there is none).
+    pub fn read_submission(&self, track: Track) -> Submission {
+        Submission::read(&self.root, track).unwrap_or(Submission::None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_is_the_documented_one() {
+        let run = RunDir::new("/r");
+        assert_eq!(run.lock_path(), Path::new("/r/lock.json"));
+        assert_eq!(run.results_path(), Path::new("/r/results.jsonl"));
+        let trial = run.trial("gold/c/repair/symptom/1");
+        assert_eq!(trial.path(), Path::new("/r/trials/gold/c/repair/symptom/1"));
+        assert_eq!(
+            trial.submission_path(Track::Repair),
+            trial.path().join("patch.diff")
+        );
+        assert_eq!(trial.grade_path(), trial.path().join("grade.json"));
+    }
+
+    #[test]
+    fn a_trial_s_files_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        let trial = run.trial("a/b");
+        trial.reset().unwrap();
+        std::fs::write(trial.path().join("stale"), "x").unwrap();
+        trial.reset().unwrap();
+        assert_eq!(std::fs::read_dir(trial.path()).unwrap().count(), 0);
+        assert_eq!(trial.read_grade().unwrap(), None);
+        assert_eq!(trial.read_submission(Track::Repair), Submission::None);
+        let patch = Submission::Patch("--- a\n+++ b\n".into());
+        trial.write_submission(&patch).unwrap();
+        trial.write_submission(&Submission::None).unwrap();
+        assert_eq!(trial.read_submission(Track::Repair), patch);
+        assert_eq!(run.read_lock().unwrap(), None);
+    }
+}
