@@ -2,9 +2,9 @@
 //! the namespaces, mounts and command of one sandbox.
 
 use crate::reap::inheritable_fds;
+use crate::roles::{RESTRICT_FLAG, RESTRICT_ROLE};
 use crate::session::SUPERVISOR_GUEST;
 use crate::spec::TOOLCHAIN_GUEST;
-use crate::supervisor::{RESTRICT_FLAG, RESTRICT_ROLE};
 use crate::{Sandbox, SandboxError};
 use std::collections::BTreeMap;
 use std::path::Path;

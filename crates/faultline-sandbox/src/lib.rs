@@ -33,6 +33,7 @@ pub mod identity;
 mod launch;
 mod protections;
 mod reap;
+mod roles;
 pub mod seccomp;
 mod session;
 mod spec;

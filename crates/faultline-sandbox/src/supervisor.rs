@@ -22,6 +22,7 @@
 //! session is dead and the next exec says so.
 
 use crate::capture::CappedBuffer;
+use crate::roles::{RESTRICT_FLAG, RESTRICT_ROLE};
 use crate::wire::{self, Reply, Request};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, WaitStatus};
@@ -63,12 +64,6 @@ pub fn main() -> ExitCode {
         }
     }
 }
-
-/// The role that restricts writes and then becomes the command.
-pub(crate) const RESTRICT_ROLE: &str = "restrict";
-
-/// The option that asks for [`restrict_writes`].
-pub(crate) const RESTRICT_FLAG: &str = "--restrict-writes";
 
 /// The write restriction's options (`--restrict-writes`, `--write PATH`...), up to `--` or the
 /// end: the writable paths if writes are to be restricted, and the rest.

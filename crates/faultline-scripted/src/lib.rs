@@ -54,5 +54,6 @@ mod render;
 mod script;
 mod server;
 
+pub use render::Protocol;
 pub use script::{Script, ScriptError, ScriptMode, Step, StepUsage};
-pub use server::{Protocol, RecordedRequest, ScriptedServer, ServerError, ServerOptions};
+pub use server::{RecordedRequest, ScriptedServer, ServerError, ServerOptions};

@@ -6,7 +6,18 @@
 use serde_json::{Value, json};
 
 use crate::script::{Step, StepUsage};
-use crate::server::Protocol;
+use serde::Serialize;
+
+/// The wire format of a request, decided by the path it was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Protocol {
+    /// OpenAI-compatible chat completions (`/v1/chat/completions` or `/chat/completions`).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic messages (`/v1/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
 
 /// What the server does for one request.
 pub(crate) enum Action {

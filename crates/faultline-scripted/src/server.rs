@@ -23,22 +23,11 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::render::{self, Action, Reply};
+use crate::render::{self, Action, Protocol, Reply};
 use crate::script::{Script, ScriptError, ScriptMode};
 
 /// Request bodies larger than this are refused; no agent prompt comes close.
 const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
-
-/// The wire format of a request, decided by the path it was sent to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Protocol {
-    /// OpenAI-compatible chat completions (`/v1/chat/completions` or `/chat/completions`).
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// Anthropic messages (`/v1/messages`).
-    #[serde(rename = "anthropic")]
-    Anthropic,
-}
 
 /// One request as the server saw it, kept so tests can assert on what a
 /// client actually sent and when.

@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use crate::data::Condition;
+use crate::condition::Condition;
 
 /// Everything that can go wrong in an analysis, so that callers get a clear
 /// message instead of a panic or a silently wrong number.

@@ -38,6 +38,7 @@
 //! ```
 
 mod bootstrap;
+mod condition;
 mod data;
 mod error;
 mod glmm;
