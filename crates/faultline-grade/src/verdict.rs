@@ -22,7 +22,7 @@
 
 use crate::libtest::{RunVerdict, TestReport, TestResult};
 use crate::workbench::{TestBinary, Workbench, lib_root};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use faultline_corpus::Case;
 use faultline_corpus::confined::Confined;
 use faultline_corpus::workspace::{GUEST_ORACLE, GUEST_WORKSPACE};
@@ -55,7 +55,7 @@ const EXPECTED_LEN: usize = 24;
 pub fn fresh_seed() -> Result<u64> {
     rand::rngs::SysRng
         .try_next_u64()
-        .map_err(|e| anyhow!("the operating system's random source failed: {e}"))
+        .context("the operating system's random source failed")
 }
 
 /// A ChaCha8 stream for one purpose of one grade, keyed by the SHA-256 of the seed and the
@@ -189,7 +189,7 @@ struct TestModule {
 /// The test functions of one oracle source file, by module. Ignored tests are left out (libtest
 /// would not run them either).
 fn find_tests(source: &str) -> Result<Vec<TestModule>> {
-    let file = syn::parse_file(source).map_err(|e| anyhow!("cannot parse: {e}"))?;
+    let file = syn::parse_file(source).context("cannot parse")?;
     let mut out = Vec::new();
     collect_tests(source, &file.items, "", source.len(), &mut out);
     Ok(out)
