@@ -117,6 +117,17 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// A complete text reply without usage, the step tests script most.
+    pub fn text(text: impl Into<String>) -> Step {
+        Step::Text {
+            text: text.into(),
+            truncated: false,
+            usage: None,
+        }
+    }
+}
+
 fn ok_status() -> u16 {
     200
 }

@@ -1,18 +1,16 @@
 //! Helpers shared by the tests that drive the real binary on the fixture corpus.
 
 use faultline_schema::ResultRecord;
-use std::path::{Path, PathBuf};
+use faultline_testkit::fixture_corpus;
+use std::path::Path;
 use std::process::Command;
-
-/// The fixture corpus (one toy case).
-pub fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus")
-}
 
 /// The binary, on the fixture corpus, with its own data directory.
 pub fn faultline(data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
-    c.arg("--corpus").arg(corpus()).env("FAULTLINE_DATA", data);
+    c.arg("--corpus")
+        .arg(fixture_corpus())
+        .env("FAULTLINE_DATA", data);
     c
 }
 
