@@ -5,6 +5,7 @@ mod common;
 
 use common::{MODEL, fixture, run, tool};
 use faultline_agent::{BuiltinAgent, EnvError, Submission, Templates, TrialEnv};
+use faultline_corpus::manifest::Kind;
 use faultline_model::{ModelClient, ModelConfig, Protocol};
 use faultline_schema::{ActionKind, Condition, ExitStatus, Limits, Task, Track, Trajectory};
 use faultline_scripted::{Script, ScriptedServer, Step};
@@ -483,7 +484,8 @@ async fn a_sandbox_that_cannot_start_is_a_sandbox_error() {
 
 /// Whose failure it is when a trial's environment cannot be made decides what the runner does
 /// with it: the harness's own (its scratch space is not a directory) ends the run; the
-/// environment's (no sandbox can mount the toolchain) is the trial's infrastructure error.
+/// environment's (an agent template that differs from its manifest) is the trial's
+/// infrastructure error.
 #[tokio::test]
 async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
     let f = fixture().await;
@@ -498,12 +500,21 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
         Err(EnvError::Harness(_)) => {}
         other => panic!("expected the harness's failure, got {other:?}"),
     }
-    let no_toolchain = faultline_sandbox::Toolchain {
-        sysroot: tmp.path().join("no-toolchain"),
-    };
-    match TrialEnv::create(&f.case, &f.prepared, task(), &f.data, &no_toolchain) {
+    // The shared template stays intact: its manifest, in a copy, records one file another size.
+    let mut damaged = f.prepared.clone();
+    let mut manifest = (*damaged.manifest).clone();
+    for entries in manifest.dirs.values_mut() {
+        if let Some(file) = entries.values_mut().find(|e| e.kind == Kind::File) {
+            file.size += 1;
+        }
+    }
+    damaged.manifest = std::sync::Arc::new(manifest);
+    match TrialEnv::create(&f.case, &damaged, task(), &f.data, &f.toolchain) {
         Err(EnvError::Unavailable(e)) => {
-            assert!(format!("{e:#}").contains("no-toolchain"), "{e:#}");
+            assert!(
+                format!("{e:#}").contains("differs from what was prepared"),
+                "{e:#}"
+            );
         }
         other => panic!("expected an unavailable environment, got {other:?}"),
     }

@@ -16,11 +16,20 @@ pub const REQUIRE_PROTECTIONS: &str = "FAULTLINE_REQUIRE_PROTECTIONS";
 /// it, if it cannot. A lacking test is skipped (`false`, after a message), or fails when
 /// [`REQUIRE_PROTECTIONS`] is set.
 pub fn required(what: &str, lacking: Option<impl Display>) -> bool {
+    go_on(
+        std::env::var_os(REQUIRE_PROTECTIONS).is_some(),
+        what,
+        lacking,
+    )
+}
+
+/// [`required`], with whether the machine must provide everything given.
+fn go_on(must: bool, what: &str, lacking: Option<impl Display>) -> bool {
     let Some(why) = lacking else {
         return true;
     };
     assert!(
-        std::env::var_os(REQUIRE_PROTECTIONS).is_none(),
+        !must,
         "{what} is required here ({REQUIRE_PROTECTIONS} is set) but unavailable: {why}"
     );
     eprintln!("skipping what needs {what}: {why}");
@@ -53,5 +62,27 @@ pub mod registry {
     pub fn note() -> &'static str {
         "(this test fetches crates from the package registry through cargo, and fails without \
          it; `cargo test -- --skip needs_registry::` leaves such tests out, see docs/testing.md)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_machine_provides_runs() {
+        assert!(go_on(false, "x", None::<&str>));
+        assert!(go_on(true, "x", None::<&str>));
+    }
+
+    #[test]
+    fn what_it_lacks_is_skipped_where_it_is_not_required() {
+        assert!(!go_on(false, "x", Some("no cgroup")));
+    }
+
+    #[test]
+    #[should_panic(expected = "x is required here")]
+    fn what_it_lacks_fails_where_it_is_required() {
+        go_on(true, "x", Some("no cgroup"));
     }
 }
