@@ -3,12 +3,10 @@
 //! keeps) and the per-step cost of the loop. Run: `cargo bench -p faultline-agent --bench long_trial`.
 
 use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
-use faultline_corpus::fixtures::fixture_case;
-use faultline_corpus::{DataDir, prepare};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
-use faultline_sandbox::Toolchain;
 use faultline_schema::{Condition, Limits, Task, Track};
 use faultline_scripted::{Script, ScriptedServer, ServerOptions, Step, StepUsage};
+use faultline_testkit::Prepared;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -29,14 +27,7 @@ fn rss_kib() -> u64 {
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let case = fixture_case(dir.path(), "toy-long-trial", |_| {}).unwrap();
-    let data = DataDir {
-        root: dir.path().join("data"),
-    };
-    let toolchain = Toolchain::detect().unwrap();
-    let prepared = prepare(&case, &data, &toolchain, &Default::default())
-        .await
-        .unwrap();
+    let f = Prepared::fixture(dir.path(), "toy-long-trial").await;
     let steps: Vec<Step> = (0..STEPS)
         .map(|i| Step::ToolCall {
             command: format!("echo step {i} && head -c 2000 src/lib.rs"),
@@ -74,7 +65,7 @@ async fn main() {
     let task = Task {
         schema_version: 1,
         trial_id: "bench/repair/symptom/1".into(),
-        case_id: case.id().into(),
+        case_id: f.case.id().into(),
         track: Track::Repair,
         condition: Condition::Symptom,
         attempt: 1,
@@ -87,7 +78,7 @@ async fn main() {
             ..Limits::default()
         },
     };
-    let env = TrialEnv::create(&case, &prepared, task, &data, &toolchain).unwrap();
+    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {

@@ -20,6 +20,21 @@ pub fn agent_faultline_seed(trial_seed: u64) -> u64 {
     1 + trial_seed % 5
 }
 
+/// Why a trial's environment could not be created, by whose failure it is: the runner records
+/// the environment's as the trial's infrastructure error and stops the run on the harness's own.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// The agent template does not match its manifest, or no sandbox can be set up over the
+    /// trial's copy: an infrastructure failure, recorded without a score, that `--retry-infra`
+    /// redoes.
+    #[error(transparent)]
+    Unavailable(anyhow::Error),
+    /// The harness could not make the copy (its scratch space, the copy itself, a file it
+    /// writes): an error of the run, as a trajectory it cannot write is.
+    #[error(transparent)]
+    Harness(anyhow::Error),
+}
+
 /// A trial's private workspace and sandbox.
 #[derive(Debug)]
 pub struct TrialEnv {
@@ -59,25 +74,19 @@ impl TrialEnv {
         task: Task,
         data: &DataDir,
         toolchain: &Toolchain,
-    ) -> Result<TrialEnv> {
-        let dir = tempfile::Builder::new()
-            .prefix("trial-")
-            .tempdir_in(data.scratch()?)?;
+    ) -> Result<TrialEnv, EnvError> {
+        let dir = scratch_dir(data).map_err(EnvError::Harness)?;
         let workspace = dir.path().join("workspace");
-        prepared.check(TemplateKind::Agent)?;
+        prepared
+            .check(TemplateKind::Agent)
+            .map_err(EnvError::Unavailable)?;
         let agent = &prepared.stamp.agent;
-        copy_preserving(&agent.workspace, &workspace).context("copying the agent workspace")?;
-        if task.track == Track::Reproduce {
-            install_reproducer(
-                &workspace,
-                "//! Reproducer: an integration test that fails on this code and passes once the bug is fixed.\n",
-            )?;
-        }
+        copy_workspace(&agent.workspace, &workspace, task.track).map_err(EnvError::Harness)?;
         let spec = agent.sandbox_spec(toolchain, &workspace, None).env(
             "FAULTLINE_SEED",
             agent_faultline_seed(task.seed).to_string(),
         );
-        let sandbox = Sandbox::new(spec)?;
+        let sandbox = Sandbox::new(spec).map_err(|e| EnvError::Unavailable(e.into()))?;
         let bundle = if task.condition == Condition::Context {
             case.bundle.clone()
         } else {
@@ -156,4 +165,27 @@ impl TrialEnv {
         }
         Ok(())
     }
+}
+
+/// A private directory for one trial in the data directory's scratch space.
+fn scratch_dir(data: &DataDir) -> Result<tempfile::TempDir> {
+    let scratch = data
+        .scratch()
+        .context("making the data directory's scratch space")?;
+    tempfile::Builder::new()
+        .prefix("trial-")
+        .tempdir_in(&scratch)
+        .with_context(|| format!("making a trial directory in {}", scratch.display()))
+}
+
+/// The trial's copy of the agent template; on the reproduce track, with an empty reproducer.
+fn copy_workspace(template: &Path, workspace: &Path, track: Track) -> Result<()> {
+    copy_preserving(template, workspace).context("copying the agent workspace")?;
+    if track == Track::Reproduce {
+        install_reproducer(
+            workspace,
+            "//! Reproducer: an integration test that fails on this code and passes once the bug is fixed.\n",
+        )?;
+    }
+    Ok(())
 }

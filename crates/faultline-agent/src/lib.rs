@@ -15,6 +15,6 @@ pub mod stop;
 
 pub use baselines::Baseline;
 pub use builtin::{BuiltinAgent, TrialResult};
-pub use env::TrialEnv;
+pub use env::{EnvError, TrialEnv};
 pub use external::ExternalAgent;
 pub use prompts::{SUBMIT_SENTINEL, Templates};

@@ -3,8 +3,9 @@
 
 mod common;
 
-use common::{MODEL, fixture, run, text, tool};
-use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
+use common::{MODEL, fixture, run, tool};
+use faultline_agent::{BuiltinAgent, EnvError, Templates, TrialEnv};
+use faultline_corpus::manifest::Kind;
 use faultline_model::{ModelClient, ModelConfig, Protocol};
 use faultline_schema::trajectory::LimitKind;
 use faultline_schema::{
@@ -91,11 +92,11 @@ async fn the_text_fallback_submits_a_diagnosis_over_the_anthropic_protocol() {
     let diagnosis =
         r#"{"schema_version":1,"blocks":[{"file":"src/lib.rs","start_line":24,"end_line":27}]}"#;
     let script = vec![
-        text("Let me look.\n```bash\nnl -ba src/lib.rs | sed -n '20,30p'\n```"),
-        text(&format!(
+        Step::text("Let me look.\n```bash\nnl -ba src/lib.rs | sed -n '20,30p'\n```"),
+        Step::text(format!(
             "Found it.\n```bash\ncat > diagnosis.json <<'EOF'\n{diagnosis}\nEOF\n```"
         )),
-        text("```bash\necho FAULTLINE_SUBMIT && cat diagnosis.json\n```"),
+        Step::text("```bash\necho FAULTLINE_SUBMIT && cat diagnosis.json\n```"),
     ];
     let (result, _server) = run(
         script,
@@ -207,9 +208,9 @@ async fn the_wall_time_limit_ends_a_hanging_trial() {
 #[tokio::test]
 async fn three_unparseable_replies_end_a_trial() {
     let script = vec![
-        text("I believe the bug is in merge."),
-        text("```bash\nls\n```\nand also\n```bash\npwd\n```"),
-        text("Still thinking."),
+        Step::text("I believe the bug is in merge."),
+        Step::text("```bash\nls\n```\nand also\n```bash\npwd\n```"),
+        Step::text("Still thinking."),
         tool("ls", 1, 1),
     ];
     let (result, server) = run(
@@ -360,21 +361,11 @@ async fn external(
     wall_secs: u64,
 ) -> (faultline_agent::TrialResult, tempfile::TempDir) {
     let f = fixture().await;
-    let task = Task {
-        schema_version: 1,
-        trial_id: Task::trial_id(f.case.id(), track, Condition::Context, 1),
-        case_id: f.case.id().into(),
-        track,
-        condition: Condition::Context,
-        attempt: 1,
-        seed: 7,
-        crate_name: "toy-counter".into(),
-        bundle_files: vec!["state.md".into()],
-        limits: Limits {
-            wall_secs,
-            ..Limits::default()
-        },
+    let limits = Limits {
+        wall_secs,
+        ..Limits::default()
     };
+    let task = common::task(f, track, limits);
     let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = faultline_agent::ExternalAgent {
@@ -493,4 +484,42 @@ async fn a_sandbox_that_cannot_start_is_a_sandbox_error() {
         Err(e) => panic!("the harness itself failed: {e:#}"),
     };
     assert_eq!(t.exit_status, ExitStatus::SandboxError, "{:?}", t.error);
+}
+
+/// Whose failure it is when a trial's environment cannot be made decides what the runner does
+/// with it: the harness's own (its scratch space is not a directory) ends the run; the
+/// environment's (an agent template that differs from its manifest) is the trial's
+/// infrastructure error.
+#[tokio::test]
+async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
+    let f = fixture().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let not_a_directory = tmp.path().join("file");
+    std::fs::write(&not_a_directory, "").unwrap();
+    let no_scratch = faultline_corpus::DataDir {
+        root: not_a_directory,
+    };
+    let task = || common::task(f, Track::Repair, Limits::default());
+    match TrialEnv::create(&f.case, &f.prepared, task(), &no_scratch, &f.toolchain) {
+        Err(EnvError::Harness(_)) => {}
+        other => panic!("expected the harness's failure, got {other:?}"),
+    }
+    // The shared template stays intact: its manifest, in a copy, records one file another size.
+    let mut damaged = f.prepared.clone();
+    let mut manifest = (*damaged.manifest).clone();
+    for entries in manifest.dirs.values_mut() {
+        if let Some(file) = entries.values_mut().find(|e| e.kind == Kind::File) {
+            file.size += 1;
+        }
+    }
+    damaged.manifest = std::sync::Arc::new(manifest);
+    match TrialEnv::create(&f.case, &damaged, task(), &f.data, &f.toolchain) {
+        Err(EnvError::Unavailable(e)) => {
+            assert!(
+                format!("{e:#}").contains("differs from what was prepared"),
+                "{e:#}"
+            );
+        }
+        other => panic!("expected an unavailable environment, got {other:?}"),
+    }
 }

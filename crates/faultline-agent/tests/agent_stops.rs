@@ -239,14 +239,7 @@ async fn a_disk_bomb_ends_a_trial_as_a_resource_limit() {
     let mut spec = env.sandbox.spec().clone();
     spec.limits.disk_bytes = Some(32 << 20);
     env.sandbox = faultline_sandbox::Sandbox::new(spec).unwrap();
-    let disk_limit = &env.sandbox.protections().disk_limit;
-    if !disk_limit.is_active() {
-        // The same rule as the sandbox's own attack tests.
-        assert!(
-            std::env::var_os("FAULTLINE_REQUIRE_PROTECTIONS").is_none(),
-            "disk limit: {disk_limit}"
-        );
-        eprintln!("skipping: no disk limit here ({disk_limit})");
+    if !faultline_testkit::protected(&env.sandbox.protections().disk_limit, "disk limit") {
         return;
     }
     let result = agent.run(&env, None).await.unwrap();

@@ -1,7 +1,8 @@
-//! The diagnosis score on the real corpus, from the buggy sources alone (fetched through cargo
-//! into a data directory; nothing is built): the labeled blocks score exactly 1 on every case,
-//! and the shotguns, the 50 largest files named whole and the `everything` baseline, earn full
-//! DistDebug block coverage on the smoke suite yet no more than the BM25 localizer.
+//! The diagnosis score on the real corpus, from the buggy sources alone (fetched from the package
+//! registry through cargo into a data directory; nothing is built): the labeled blocks score
+//! exactly 1 on every case, and the shotguns, the 50 largest files named whole and the
+//! `everything` baseline, earn full DistDebug block coverage on the smoke suite yet no more than
+//! the BM25 localizer. Every test here needs the registry, hence `needs_registry`.
 
 use faultline_agent::baselines::localize::FunctionIndex;
 use faultline_agent::baselines::{self, LOCALIZER_TOP_K};
@@ -10,6 +11,7 @@ use faultline_grade::diagnosis::score;
 use faultline_schema::diagnosis::MAX_DIAGNOSIS_BLOCKS;
 use faultline_schema::grade::DiagnosisScores;
 use faultline_schema::{Condition, DiagnosedBlock, Diagnosis, Source};
+use faultline_testkit::needs::registry;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -24,11 +26,10 @@ struct Sources {
 }
 
 static SOURCES: LazyLock<Sources> = LazyLock::new(|| {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
-    let corpus = Corpus::load(&root).unwrap();
+    let corpus = Corpus::load(&faultline_testkit::corpus_dir()).unwrap();
     assert!(corpus.errors.is_empty(), "{:?}", corpus.errors);
-    let (data, scratch) = match std::env::var_os("FAULTLINE_TEST_DATA").filter(|d| !d.is_empty()) {
-        Some(d) => (PathBuf::from(d), None),
+    let (data, scratch) = match registry::reused_data_dir() {
+        Some(d) => (d, None),
         None => {
             let t = tempfile::tempdir().unwrap();
             (t.path().to_path_buf(), Some(t))
@@ -45,7 +46,7 @@ static SOURCES: LazyLock<Sources> = LazyLock::new(|| {
                     .case_sources(&case.manifest, &case.dir)
                     .map(|s| s.buggy),
             };
-            let tree = tree.unwrap_or_else(|e| panic!("{}: {e:#}", case.id()));
+            let tree = registry::fetched(case.id(), tree);
             (case.id().to_string(), tree)
         })
         .collect();
@@ -102,54 +103,60 @@ fn largest_files_whole(root: &Path) -> Vec<DiagnosedBlock> {
         .collect()
 }
 
-#[test]
-fn the_labeled_blocks_score_exactly_one_on_every_case() {
-    let corpus = &SOURCES.corpus;
-    assert!(corpus.cases.len() >= 31, "{} cases", corpus.cases.len());
-    for case in &corpus.cases {
-        let s = scores(case, baselines::gold_blocks(case));
-        assert!(
-            s.rejected_blocks.is_empty(),
-            "{}: {:?}",
-            case.id(),
-            s.rejected_blocks
-        );
-        assert_eq!(
-            (s.budgeted_coverage, s.block_coverage, s.block_precision),
-            (1.0, 1.0, 1.0),
-            "{}",
-            case.id()
-        );
-    }
-}
+/// Scores on sources fetched from the package registry.
+mod needs_registry {
+    use super::*;
 
-#[test]
-fn naming_everything_earns_no_more_than_bm25_on_the_smoke_suite() {
-    let corpus = &SOURCES.corpus;
-    for id in corpus.suite("smoke").unwrap() {
-        let case = corpus.get(&id).unwrap();
-        let root = &SOURCES.buggy[case.id()];
-        let index = FunctionIndex::build(root).unwrap();
-        assert_eq!(
-            scores(case, baselines::gold_blocks(case)).budgeted_coverage,
-            1.0
-        );
-        let largest = scores(case, largest_files_whole(root));
-        for condition in Condition::ALL {
-            let report = baselines::report_text(case, condition);
-            let bm25 = scores(case, index.bm25(&report, LOCALIZER_TOP_K));
-            let everything = scores(case, index.everything(&report, LOCALIZER_TOP_K));
-            // The shotguns find every labeled block by DistDebug's measure...
-            assert_eq!(largest.block_coverage, 1.0, "{id}");
-            assert_eq!(everything.block_coverage, 1.0, "{id} {condition}");
-            // ...and earn no more than the localizer by the score that ranks.
-            for (name, shotgun) in [("50 largest files", &largest), ("everything", &everything)] {
-                assert!(
-                    shotgun.budgeted_coverage <= bm25.budgeted_coverage,
-                    "{id} {condition}: {name} scores {} and BM25 {}",
-                    shotgun.budgeted_coverage,
-                    bm25.budgeted_coverage
-                );
+    #[test]
+    fn the_labeled_blocks_score_exactly_one_on_every_case() {
+        let corpus = &SOURCES.corpus;
+        assert!(corpus.cases.len() >= 31, "{} cases", corpus.cases.len());
+        for case in &corpus.cases {
+            let s = scores(case, baselines::gold_blocks(case));
+            assert!(
+                s.rejected_blocks.is_empty(),
+                "{}: {:?}",
+                case.id(),
+                s.rejected_blocks
+            );
+            assert_eq!(
+                (s.budgeted_coverage, s.block_coverage, s.block_precision),
+                (1.0, 1.0, 1.0),
+                "{}",
+                case.id()
+            );
+        }
+    }
+
+    #[test]
+    fn naming_everything_earns_no_more_than_bm25_on_the_smoke_suite() {
+        let corpus = &SOURCES.corpus;
+        for id in corpus.suite("smoke").unwrap() {
+            let case = corpus.get(&id).unwrap();
+            let root = &SOURCES.buggy[case.id()];
+            let index = FunctionIndex::build(root).unwrap();
+            assert_eq!(
+                scores(case, baselines::gold_blocks(case)).budgeted_coverage,
+                1.0
+            );
+            let largest = scores(case, largest_files_whole(root));
+            for condition in Condition::ALL {
+                let report = baselines::report_text(case, condition);
+                let bm25 = scores(case, index.bm25(&report, LOCALIZER_TOP_K));
+                let everything = scores(case, index.everything(&report, LOCALIZER_TOP_K));
+                // The shotguns find every labeled block by DistDebug's measure...
+                assert_eq!(largest.block_coverage, 1.0, "{id}");
+                assert_eq!(everything.block_coverage, 1.0, "{id} {condition}");
+                // ...and earn no more than the localizer by the score that ranks.
+                for (name, shotgun) in [("50 largest files", &largest), ("everything", &everything)]
+                {
+                    assert!(
+                        shotgun.budgeted_coverage <= bm25.budgeted_coverage,
+                        "{id} {condition}: {name} scores {} and BM25 {}",
+                        shotgun.budgeted_coverage,
+                        bm25.budgeted_coverage
+                    );
+                }
             }
         }
     }

@@ -65,16 +65,17 @@ pub struct TreeDiff {
     pub excluded: Vec<String>,
 }
 
-/// Why the gold patch could not be computed.
+/// Why the gold patch could not be computed. A message names its cause, which is therefore not
+/// also the error's `source` (a chain printed whole would show it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum GoldError {
     /// A tree could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {cause}")]
     Io {
         /// The file or directory.
         path: String,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A source file is not UTF-8 text.
     #[error("source file {0} is not UTF-8 text; the gold patch only covers text")]
@@ -108,7 +109,7 @@ fn list_files(
             (Err(e), None) => {
                 return Err(GoldError::Io {
                     path: root.display().to_string(),
-                    source: e.into(),
+                    cause: e.into(),
                 });
             }
         };
@@ -133,9 +134,9 @@ fn read_confined(root: &Path, rel: &str) -> std::io::Result<Vec<u8>> {
 
 fn read_text(root: &Path, rel: &str) -> Result<String, GoldError> {
     let path = root.join(rel);
-    let bytes = read_confined(root, rel).map_err(|source| GoldError::Io {
+    let bytes = read_confined(root, rel).map_err(|cause| GoldError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     })?;
     String::from_utf8(bytes).map_err(|_| GoldError::Binary(rel.to_string()))
 }

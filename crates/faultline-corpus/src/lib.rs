@@ -5,7 +5,6 @@ pub mod cargo;
 pub mod case;
 pub mod checks;
 pub mod confined;
-pub mod fixtures;
 pub mod gold;
 pub mod leak;
 pub mod manifest;

@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn the_key_changes_with_every_input_of_the_verdict() {
         let dir = tempfile::tempdir().unwrap();
-        let case = faultline_corpus::fixtures::fixture_case(dir.path(), "toy-key", |_| {}).unwrap();
+        let case = faultline_testkit::fixture_case(dir.path(), "toy-key", |_| {}).unwrap();
         let env = GradeEnvironment {
             toolchain: "rustc 1.95.0".into(),
             protections: "network isolation: active".into(),

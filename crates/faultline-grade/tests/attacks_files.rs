@@ -5,28 +5,26 @@
 //! Real sandboxes and cargo builds of the toy fixture, given a path dependency so that its
 //! grading template has shared build outputs.
 
-use faultline_corpus::fixtures::{fixture_case, fixture_corpus};
 use faultline_corpus::gold::diff_trees;
 use faultline_corpus::store::copy_tree;
-use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind, prepare};
+use faultline_corpus::{Case, DataDir, TemplateKind, prepare};
 use faultline_grade::cache::{GradeEnvironment, cache_dir, cache_key};
 use faultline_grade::{GradeContext, Workbench, grade_repair, grade_submission};
-use faultline_sandbox::{ExecRequest, Toolchain};
+use faultline_sandbox::ExecRequest;
 use faultline_schema::{Grade, GradingSettings, Outcome, Submission, Track};
+use faultline_testkit::{Prepared, Shared, fixture_case, fixture_tree};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
-use tokio::sync::OnceCell;
 
-struct Fixture {
-    case: Case,
-    prepared: PreparedCase,
-    data: DataDir,
-    toolchain: Toolchain,
+/// Grading on the shared fixture.
+trait Grading {
+    fn ctx(&self) -> GradeContext<'_>;
+    fn gold(&self) -> String;
+    async fn repair(&self, patch: &str) -> Grade;
 }
 
-impl Fixture {
+impl Grading for Prepared {
     fn ctx(&self) -> GradeContext<'_> {
         GradeContext {
             case: &self.case,
@@ -57,7 +55,7 @@ impl Fixture {
 /// The toy fixture case whose crate depends on a small crate of its own (`dep/`, by path), whose
 /// build outputs no patch can change, so the grading template shares them.
 fn case_with_dependency(root: &Path, id: &str) -> Case {
-    let tree = fixture_corpus().join("../toy-tree").canonicalize().unwrap();
+    let tree = fixture_tree().canonicalize().unwrap();
     let trees = root.join(format!("{id}-tree"));
     for side in ["buggy", "fixed"] {
         let dir = trees.join(side);
@@ -91,32 +89,18 @@ fn case_with_dependency(root: &Path, id: &str) -> Case {
     .unwrap()
 }
 
-async fn prepared_fixture(dir: &Path, id: &str) -> Fixture {
-    let case = case_with_dependency(dir, id);
+async fn prepared_fixture(dir: &Path, id: &str) -> Prepared {
     let data = DataDir {
         root: dir.join("data"),
     };
-    let toolchain = Toolchain::detect().unwrap();
-    let prepared = prepare(&case, &data, &toolchain, &Default::default())
-        .await
-        .unwrap();
-    Fixture {
-        case,
-        prepared,
-        data,
-        toolchain,
-    }
+    Prepared::new(case_with_dependency(dir, id), data).await
 }
 
 /// One prepared case for every test that leaves its templates alone.
-async fn fixture() -> &'static Fixture {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+async fn fixture() -> &'static Prepared {
+    static FIXTURE: Shared = Shared::new();
     FIXTURE
-        .get_or_init(|| async {
-            let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-            prepared_fixture(dir.path(), "toy-attacks").await
-        })
+        .get(|dir| async move { prepared_fixture(&dir, "toy-attacks").await })
         .await
 }
 
@@ -255,7 +239,7 @@ async fn a_damaged_template_is_no_verdict_until_prepare_rebuilds_it() {
     let found = again.repaired.as_deref().unwrap_or_default();
     assert!(found.contains(&name), "{found}");
 
-    let repaired = Fixture {
+    let repaired = Prepared {
         prepared: again,
         ..f
     };

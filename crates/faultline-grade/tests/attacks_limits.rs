@@ -3,12 +3,12 @@
 //! code's logic or harming the host, and the verdict is not cached. Real sandbox and cargo build
 //! of the toy fixture. In a file of its own because it lowers this process's default limits.
 
-use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::{DataDir, prepare};
 use faultline_grade::cache::verdict_about_submission;
 use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::{Protections, ResourceLimits, SandboxSpec, Toolchain};
 use faultline_schema::{GradingSettings, Outcome};
+use faultline_testkit::fixture_case;
 
 /// The memory limit of this test's sandboxes: enough for cargo to build the toy crate.
 const LIMIT: u64 = 1 << 30;
@@ -41,7 +41,7 @@ async fn a_memory_bomb_in_the_oracle_run_is_a_resource_limit_not_a_verdict() {
     let prepared = prepare(&case, &data, &toolchain, &Default::default())
         .await
         .unwrap();
-    let buggy = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree/buggy");
+    let buggy = faultline_testkit::fixture_corpus().join("../toy-tree/buggy");
     let original = std::fs::read_to_string(buggy.join("src/lib.rs")).unwrap();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for (root, text) in [

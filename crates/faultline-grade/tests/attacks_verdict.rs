@@ -1,61 +1,18 @@
 //! Patches that leave the bug in and forge the test harness's verdict: they print libtest events
 //! of their own and end the process, claim every test of their executable, forge only the
-//! regression run, or hang after claiming a pass. On a real smoke case (foca, prepared once and
-//! shared; set `FAULTLINE_TEST_DATA` to reuse a data directory) each is graded `tampered` or a
-//! failure, never `pass`, and the gold patch still passes. An in-crate oracle on the fixture crate
-//! gets the same treatment. Real sandboxes and real cargo builds.
+//! regression run, or hang after claiming a pass. On a real smoke case (foca, fetched from the
+//! package registry, prepared once and shared; set `FAULTLINE_TEST_DATA` to reuse a data
+//! directory) each is graded `tampered` or a failure, never `pass`, and the gold patch still
+//! passes: those tests are in `needs_registry`. An in-crate oracle on the fixture crate gets the
+//! same treatment offline. Real sandboxes and real cargo builds.
 
-use faultline_corpus::fixtures::fixture_case;
-use faultline_corpus::gold::{diff_trees, diff_workspace};
-use faultline_corpus::{Case, Corpus, DataDir, PreparedCase, prepare};
+use faultline_corpus::gold::diff_trees;
+use faultline_corpus::{Case, DataDir};
 use faultline_grade::{GradeContext, grade_repair};
-use faultline_sandbox::Toolchain;
 use faultline_schema::{Grade, GradingSettings, Outcome};
+use faultline_testkit::{Prepared, fixture_case, fixture_gold, fixture_tree};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use tokio::sync::OnceCell;
-
-const CASE: &str = "foca-stale-identity-accepted";
-
-struct Prepared {
-    case: Case,
-    prepared: PreparedCase,
-    data: DataDir,
-    toolchain: Toolchain,
-}
-
-fn data_root() -> PathBuf {
-    static TMP: OnceLock<tempfile::TempDir> = OnceLock::new();
-    std::env::var_os("FAULTLINE_TEST_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            TMP.get_or_init(|| tempfile::tempdir().unwrap())
-                .path()
-                .into()
-        })
-}
-
-async fn foca() -> &'static Prepared {
-    static FOCA: OnceCell<Prepared> = OnceCell::const_new();
-    FOCA.get_or_init(|| async {
-        let corpus_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
-        let corpus = Corpus::load(&corpus_dir).unwrap();
-        let case = corpus.get(CASE).unwrap().clone();
-        let data = DataDir { root: data_root() };
-        let toolchain = Toolchain::detect().unwrap();
-        let prepared = prepare(&case, &data, &toolchain, &Default::default())
-            .await
-            .unwrap();
-        Prepared {
-            case,
-            prepared,
-            data,
-            toolchain,
-        }
-    })
-    .await
-}
+use std::path::Path;
 
 async fn grade(p: &Prepared, case: &Case, patch: &str) -> Grade {
     let ctx = GradeContext {
@@ -99,16 +56,18 @@ fn patch(p: &Prepared, gold: bool, edit: impl Fn(&str, String) -> String) -> Str
             }
         }
     }
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    for (rel, (old, new)) in files {
-        let new = edit(&rel, new);
-        for (root, text) in [(a.path(), old), (b.path(), new)] {
-            let path = root.join(&rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-    }
-    diff_workspace(a.path(), b.path()).unwrap().unified()
+    let edited: Vec<(String, String, String)> = files
+        .into_iter()
+        .map(|(rel, (old, new))| {
+            let new = edit(&rel, new);
+            (rel, old, new)
+        })
+        .collect();
+    faultline_testkit::patch(
+        edited
+            .iter()
+            .map(|(rel, old, new)| (rel.as_str(), Some(old.as_str()), new.as_str())),
+    )
 }
 
 /// Puts a call of `forgery::forge` at the start of `Foca::new`, which the oracle and most of the
@@ -209,95 +168,119 @@ fn assert_not_pass(g: &Grade, allowed: &[Outcome]) {
     assert_eq!(g.score, Some(0.0), "{g:#?}");
 }
 
-#[tokio::test]
-async fn the_reported_forger_and_one_that_fires_everywhere_do_not_pass_and_gold_does() {
-    let p = foca().await;
-    let g = grade(p, &p.case, &patch(p, true, |_, t| t)).await;
-    assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
-    let seed = g.repair.as_ref().unwrap().grade_seed.clone().unwrap();
-    assert_eq!(seed.len(), 16);
+/// The attacks on foca, a smoke case fetched from the package registry (through cargo).
+mod needs_registry {
+    use super::*;
+    use faultline_corpus::Corpus;
+    use faultline_testkit::Shared;
+    use faultline_testkit::needs::registry;
 
-    // The forger of the defect report no longer recognises grading, so the bug shows.
-    let reported = forger(GRADING_AS_IT_WAS, EXIT);
-    let g = grade(
-        p,
-        &p.case,
-        &patch(p, false, |rel, t| in_foca_new(rel, t, &reported)),
-    )
-    .await;
-    assert_not_pass(&g, &[Outcome::FailOracle, Outcome::Tampered]);
+    const CASE: &str = "foca-stale-identity-accepted";
 
-    // One that forges in every test it runs in also forges in the canaries.
-    let everywhere = forger("true", EXIT);
-    let g = grade(
-        p,
-        &p.case,
-        &patch(p, false, |rel, t| in_foca_new(rel, t, &everywhere)),
-    )
-    .await;
-    assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
-    assert!(g.reason.contains("forged"), "{}", g.reason);
-    assert_ne!(g.repair.unwrap().grade_seed.unwrap(), seed);
-}
+    /// foca prepared once for the whole test binary, in `FAULTLINE_TEST_DATA` when it is set.
+    async fn foca() -> &'static Prepared {
+        static FOCA: Shared = Shared::new();
+        FOCA.get(|dir| async move {
+            let corpus = Corpus::load(&faultline_testkit::corpus_dir()).unwrap();
+            let case = corpus.get(CASE).unwrap().clone();
+            let root = registry::reused_data_dir().unwrap_or(dir);
+            let prepared = Prepared::try_new(case, DataDir { root }).await;
+            registry::fetched("preparing foca", prepared)
+        })
+        .await
+    }
 
-#[tokio::test]
-async fn claiming_every_listed_test_or_forging_only_the_regression_run_is_tampering() {
-    let p = foca().await;
-    let g = grade(
-        p,
-        &p.case,
-        &patch(p, false, |rel, t| in_foca_new(rel, t, CLAIM_ALL)),
-    )
-    .await;
-    assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
-    assert!(g.reason.contains("not asked to run"), "{}", g.reason);
+    #[tokio::test]
+    async fn the_reported_forger_and_one_that_fires_everywhere_do_not_pass_and_gold_does() {
+        let p = foca().await;
+        let g = grade(p, &p.case, &patch(p, true, |_, t| t)).await;
+        assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
+        let seed = g.repair.as_ref().unwrap().grade_seed.clone().unwrap();
+        assert_eq!(seed.len(), 16);
 
-    // The fix, a change that breaks one of the crate's own tests, and a forger that only fires
-    // in the crate's own test executable (the regression run), claiming everything it lists.
-    let regression_only = CLAIM_ALL.replace(
-        "    let Ok(exe) = std::env::current_exe() else { return };\n",
-        "    let Ok(exe) = std::env::current_exe() else { return };\n    \
-         if !exe.file_name().is_some_and(|f| f.to_string_lossy().starts_with(\"foca-\")) { return; }\n",
-    ) + "pub(crate) fn in_test(suffix: &str) -> bool {\n    \
-         std::thread::current().name().is_some_and(|n| n.ends_with(suffix))\n}\n";
-    let broken = patch(p, true, |rel, t| {
-        let t = in_foca_new(rel, t, &regression_only);
-        if rel == "src/member.rs" {
-            let head = "    pub fn new(id: T, incarnation: Incarnation, state: State) -> Self {\n";
-            assert!(t.contains(head));
-            t.replacen(
-                head,
-                &format!(
-                    "{head}        assert!(!crate::forgery::in_test(\"down_never_transitions\"));\n"
-                ),
-                1,
-            )
-        } else {
-            t
-        }
-    });
-    let g = grade(p, &p.case, &broken).await;
-    assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
-    assert!(g.reason.contains("regression run"), "{}", g.reason);
-}
+        // The forger of the defect report no longer recognises grading, so the bug shows.
+        let reported = forger(GRADING_AS_IT_WAS, EXIT);
+        let g = grade(
+            p,
+            &p.case,
+            &patch(p, false, |rel, t| in_foca_new(rel, t, &reported)),
+        )
+        .await;
+        assert_not_pass(&g, &[Outcome::FailOracle, Outcome::Tampered]);
 
-#[tokio::test]
-async fn a_forger_that_hangs_after_claiming_a_pass_is_caught_by_a_canary() {
-    let p = foca().await;
-    // Each hung process costs the oracle's time limit; a short one keeps this test quick.
-    let mut case = p.case.clone();
-    case.manifest.oracle.timeout_secs = 5;
-    let hang = forger(
-        "true",
-        "loop { std::thread::sleep(std::time::Duration::from_secs(3600)); }",
-    );
-    let g = grade(
-        p,
-        &case,
-        &patch(p, false, |rel, t| in_foca_new(rel, t, &hang)),
-    )
-    .await;
-    assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+        // One that forges in every test it runs in also forges in the canaries.
+        let everywhere = forger("true", EXIT);
+        let g = grade(
+            p,
+            &p.case,
+            &patch(p, false, |rel, t| in_foca_new(rel, t, &everywhere)),
+        )
+        .await;
+        assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+        assert!(g.reason.contains("forged"), "{}", g.reason);
+        assert_ne!(g.repair.unwrap().grade_seed.unwrap(), seed);
+    }
+
+    #[tokio::test]
+    async fn claiming_every_listed_test_or_forging_only_the_regression_run_is_tampering() {
+        let p = foca().await;
+        let g = grade(
+            p,
+            &p.case,
+            &patch(p, false, |rel, t| in_foca_new(rel, t, CLAIM_ALL)),
+        )
+        .await;
+        assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+        assert!(g.reason.contains("not asked to run"), "{}", g.reason);
+
+        // The fix, a change that breaks one of the crate's own tests, and a forger that only fires
+        // in the crate's own test executable (the regression run), claiming everything it lists.
+        let regression_only = CLAIM_ALL.replace(
+            "    let Ok(exe) = std::env::current_exe() else { return };\n",
+            "    let Ok(exe) = std::env::current_exe() else { return };\n    \
+             if !exe.file_name().is_some_and(|f| f.to_string_lossy().starts_with(\"foca-\")) { return; }\n",
+        ) + "pub(crate) fn in_test(suffix: &str) -> bool {\n    \
+             std::thread::current().name().is_some_and(|n| n.ends_with(suffix))\n}\n";
+        let broken = patch(p, true, |rel, t| {
+            let t = in_foca_new(rel, t, &regression_only);
+            if rel == "src/member.rs" {
+                let head =
+                    "    pub fn new(id: T, incarnation: Incarnation, state: State) -> Self {\n";
+                assert!(t.contains(head));
+                t.replacen(
+                    head,
+                    &format!(
+                        "{head}        assert!(!crate::forgery::in_test(\"down_never_transitions\"));\n"
+                    ),
+                    1,
+                )
+            } else {
+                t
+            }
+        });
+        let g = grade(p, &p.case, &broken).await;
+        assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+        assert!(g.reason.contains("regression run"), "{}", g.reason);
+    }
+
+    #[tokio::test]
+    async fn a_forger_that_hangs_after_claiming_a_pass_is_caught_by_a_canary() {
+        let p = foca().await;
+        // Each hung process costs the oracle's time limit; a short one keeps this test quick.
+        let mut case = p.case.clone();
+        case.manifest.oracle.timeout_secs = 5;
+        let hang = forger(
+            "true",
+            "loop { std::thread::sleep(std::time::Duration::from_secs(3600)); }",
+        );
+        let g = grade(
+            p,
+            &case,
+            &patch(p, false, |rel, t| in_foca_new(rel, t, &hang)),
+        )
+        .await;
+        assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
+    }
 }
 
 /// The fixture crate with its oracle compiled into the crate (`oracle/oracle.rs`).
@@ -330,36 +313,18 @@ async fn an_in_crate_oracle_runs_under_a_random_module_and_catches_forgers() {
     let data = DataDir {
         root: root.path().join("data"),
     };
-    let toolchain = Toolchain::detect().unwrap();
-    let prepared = prepare(&case, &data, &toolchain, &Default::default())
-        .await
-        .unwrap();
-    let p = Prepared {
-        case: case.clone(),
-        prepared,
-        data,
-        toolchain,
-    };
-    let tree = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree");
-    let gold = diff_trees(&tree.join("buggy"), &tree.join("fixed"))
-        .unwrap()
-        .unified();
-    let g = grade(&p, &case, &gold).await;
+    let p = Prepared::new(case.clone(), data).await;
+    let g = grade(&p, &case, &fixture_gold()).await;
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
     let g = grade(&p, &case, "").await;
     assert_eq!(g.outcome, Outcome::FailOracle, "{g:#?}");
 
-    let buggy = std::fs::read_to_string(tree.join("buggy/src/lib.rs")).unwrap();
+    let buggy = std::fs::read_to_string(fixture_tree().join("buggy/src/lib.rs")).unwrap();
     // In the constructor, which every oracle test calls, so the canaries of each meet it.
     let head = "    pub fn new() -> Self {\n";
     let forging = buggy.replacen(head, &format!("{head}        forgery::forge();\n"), 1)
         + &forgery_module(&forger("true", EXIT));
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    for (dir, text) in [(a.path(), &buggy), (b.path(), &forging)] {
-        std::fs::create_dir_all(dir.join("src")).unwrap();
-        std::fs::write(dir.join("src/lib.rs"), text).unwrap();
-    }
-    let forged = diff_workspace(a.path(), b.path()).unwrap().unified();
+    let forged = faultline_testkit::patch([("src/lib.rs", Some(buggy.as_str()), forging.as_str())]);
     let g = grade(&p, &case, &forged).await;
     assert_eq!(g.outcome, Outcome::Tampered, "{g:#?}");
 }

@@ -4,50 +4,21 @@
 //! really fixes, or as `tampered` when it forges test output. Real sandboxes, real cargo builds
 //! of the fixture crate.
 
-use faultline_corpus::fixtures::fixture_case;
-use faultline_corpus::gold::diff_trees;
-use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
 use faultline_grade::libtest::RunVerdict;
 use faultline_grade::workbench::BuildTarget;
 use faultline_grade::{GradeContext, Workbench, grade_diagnosis, grade_repair, grade_reproduction};
-use faultline_sandbox::Toolchain;
 use faultline_schema::{Grade, GradingSettings, Outcome};
-use std::sync::OnceLock;
+use faultline_testkit::{Prepared, Shared, fixture_gold, fixture_tree};
 use std::time::Duration;
-use tokio::sync::OnceCell;
 
-struct Fixture {
-    case: Case,
-    prepared: PreparedCase,
-    data: DataDir,
-    toolchain: Toolchain,
-}
-
-async fn fixture() -> &'static Fixture {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+async fn fixture() -> &'static Prepared {
+    static FIXTURE: Shared = Shared::new();
     FIXTURE
-        .get_or_init(|| async {
-            let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-            let case = fixture_case(dir.path(), "toy-grading", |_| {}).unwrap();
-            let data = DataDir {
-                root: dir.path().join("data"),
-            };
-            let toolchain = Toolchain::detect().unwrap();
-            let prepared = prepare(&case, &data, &toolchain, &Default::default())
-                .await
-                .unwrap();
-            Fixture {
-                case,
-                prepared,
-                data,
-                toolchain,
-            }
-        })
+        .get(|dir| async move { Prepared::fixture(&dir, "toy-grading").await })
         .await
 }
 
-fn ctx(f: &'static Fixture) -> GradeContext<'static> {
+fn ctx(f: &'static Prepared) -> GradeContext<'static> {
     GradeContext {
         case: &f.case,
         prepared: &f.prepared,
@@ -68,34 +39,11 @@ async fn repair(patch: &str) -> Grade {
     .unwrap()
 }
 
-fn gold() -> String {
-    let f = FIXTURE_SOURCES.get_or_init(|| {
-        let tree = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree");
-        diff_trees(&tree.join("buggy"), &tree.join("fixed"))
-            .unwrap()
-            .unified()
-    });
-    f.clone()
-}
-
-static FIXTURE_SOURCES: OnceLock<String> = OnceLock::new();
-
 /// A patch that changes one file of the buggy fixture crate (created if absent) with `edit`.
 fn patch_of(rel: &str, edit: impl Fn(&str) -> String) -> String {
-    let buggy = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree/buggy");
-    let original = std::fs::read_to_string(buggy.join(rel)).ok();
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let new_path = b.path().join(rel);
-    std::fs::create_dir_all(new_path.parent().unwrap()).unwrap();
-    if let Some(text) = &original {
-        let old_path = a.path().join(rel);
-        std::fs::create_dir_all(old_path.parent().unwrap()).unwrap();
-        std::fs::write(old_path, text).unwrap();
-    }
-    std::fs::write(new_path, edit(original.as_deref().unwrap_or(""))).unwrap();
-    faultline_corpus::gold::diff_workspace(a.path(), b.path())
-        .unwrap()
-        .unified()
+    let original = std::fs::read_to_string(fixture_tree().join("buggy").join(rel)).ok();
+    let edited = edit(original.as_deref().unwrap_or(""));
+    faultline_testkit::patch([(rel, original.as_deref(), edited.as_str())])
 }
 
 fn lib_patch(edit: impl Fn(&str) -> String) -> String {
@@ -108,7 +56,7 @@ const TEST_MODULE: &str = "#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #
 
 #[tokio::test]
 async fn the_gold_patch_passes_and_the_empty_patch_fails() {
-    let g = repair(&gold()).await;
+    let g = repair(&fixture_gold()).await;
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
     assert_eq!(g.score, Some(1.0));
     let r = g.repair.unwrap();
@@ -279,7 +227,7 @@ async fn manifest_and_test_changes_are_dropped() {
             .contains(&"src/faultline_oracle.rs".to_string())
     );
 
-    let g = repair(&format!("{manifest}{}", gold())).await;
+    let g = repair(&format!("{manifest}{}", fixture_gold())).await;
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
 }
 
@@ -315,7 +263,7 @@ async fn printing_fake_test_results_does_not_pass() {
 /// A reproducer that tests nothing: it tells the fixed version from the buggy one by the size
 /// of the crate's sources, read in one of several ways.
 fn byte_counter(read_sizes: &str, prelude: &str) -> String {
-    let buggy = faultline_corpus::fixtures::fixture_corpus().join("../toy-tree/buggy/src/lib.rs");
+    let buggy = fixture_tree().join("buggy/src/lib.rs");
     let size = std::fs::metadata(buggy).unwrap().len();
     format!(
         "{prelude}\n#[test]\nfn the_sources_changed() {{\n    let total: u64 = {read_sizes};\n    assert_ne!(total, {size});\n}}\n"

@@ -2,11 +2,11 @@
 //! and each kind of broken case is rejected with a message that names the problem. These run
 //! real sandboxes and real cargo builds of the fixture crate, offline.
 
-use faultline_corpus::fixtures::fixture_case;
 use faultline_corpus::{Case, DataDir};
 use faultline_grade::{ValidateOptions, validate_case};
 use faultline_sandbox::Toolchain;
 use faultline_schema::validation::CaseValidation;
+use faultline_testkit::fixture_case;
 use std::fs;
 use std::path::Path;
 

@@ -98,21 +98,21 @@ struct Rates {
     reasoning: Option<f64>,
 }
 
-/// Problems with a pricing table or with running under it.
+/// Problems with a pricing table or with running under it. A message names its cause, which is
+/// therefore not also the error's `source` (a chain printed whole would show it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum PricingError {
     /// The table file could not be read.
-    #[error("cannot read pricing table {path}: {source}")]
+    #[error("cannot read pricing table {path}: {cause}")]
     Read {
         /// The file.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The table is not valid TOML of the expected layout.
     #[error("pricing table is not valid: {0}")]
-    Parse(#[from] toml::de::Error),
+    Parse(toml::de::Error),
     /// The table parsed but its content is inconsistent.
     #[error("pricing table is not valid: {0}")]
     Invalid(String),
@@ -141,16 +141,16 @@ impl PricingTable {
 
     /// Parses and validates a table.
     pub fn from_toml_str(text: &str) -> Result<Self, PricingError> {
-        let table: Self = toml::from_str(text)?;
+        let table: Self = toml::from_str(text).map_err(PricingError::Parse)?;
         table.validate()?;
         Ok(table)
     }
 
     /// Reads, parses and validates a table file.
     pub fn load(path: &Path) -> Result<Self, PricingError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PricingError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| PricingError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Self::from_toml_str(&text)
     }

@@ -65,14 +65,6 @@ fn error(status: u16) -> Step {
     }
 }
 
-fn text(text: &str) -> Step {
-    Step::Text {
-        text: text.into(),
-        truncated: false,
-        usage: None,
-    }
-}
-
 fn usage() -> StepUsage {
     StepUsage {
         input: 1200,
@@ -167,7 +159,7 @@ async fn conversation_continues_with_tool_results() {
                 raw_arguments: None,
                 usage: None,
             },
-            text("```bash\ngo test ./...\n```"),
+            Step::text("```bash\ngo test ./...\n```"),
         ])
         .await;
         let client = client(config(&server, protocol));
@@ -262,7 +254,7 @@ async fn retry_after_seconds_is_honoured() {
             retry_after_ms: None,
             headers: BTreeMap::new(),
         },
-        text("ok"),
+        Step::text("ok"),
     ])
     .await;
     let response = client(config(&server, Protocol::OpenAiChat))
@@ -290,7 +282,7 @@ async fn anthropic_retry_after_ms_wins_over_retry_after() {
             retry_after_ms: Some(300),
             headers: BTreeMap::new(),
         },
-        text("ok"),
+        Step::text("ok"),
     ])
     .await;
     let response = client(config(&server, Protocol::AnthropicMessages))
@@ -312,7 +304,7 @@ async fn retry_after_beyond_the_cap_fails_without_waiting() {
             retry_after_ms: None,
             headers: BTreeMap::new(),
         },
-        text("never reached"),
+        Step::text("never reached"),
     ])
     .await;
     let err = client(config(&server, Protocol::OpenAiChat))
@@ -332,7 +324,7 @@ async fn transient_statuses_are_retried_with_backoff() {
             error(529),
             error(503),
             error(429),
-            text("ok"),
+            Step::text("ok"),
         ])
         .await;
         let mut config = config(&server, protocol);
@@ -348,7 +340,13 @@ async fn transient_statuses_are_retried_with_backoff() {
 
 #[tokio::test]
 async fn giving_up_reports_the_retries() {
-    let server = serve(vec![error(500), error(502), error(500), text("too late")]).await;
+    let server = serve(vec![
+        error(500),
+        error(502),
+        error(500),
+        Step::text("too late"),
+    ])
+    .await;
     let mut config = config(&server, Protocol::OpenAiChat);
     config.retry = fast_retry(2);
     let err = client(config).complete(&request()).await.unwrap_err();
@@ -372,7 +370,7 @@ async fn permanent_errors_are_not_retried() {
     ];
     for protocol in BOTH {
         for (step, kind) in cases.clone() {
-            let server = serve(vec![step, text("never reached")]).await;
+            let server = serve(vec![step, Step::text("never reached")]).await;
             let err = client(config(&server, protocol))
                 .complete(&request())
                 .await
@@ -395,7 +393,7 @@ async fn server_may_veto_a_retry() {
             retry_after_ms: None,
             headers: BTreeMap::from([("x-should-retry".to_string(), "false".to_string())]),
         },
-        text("never reached"),
+        Step::text("never reached"),
     ])
     .await;
     let err = client(config(&server, Protocol::AnthropicMessages))
@@ -410,7 +408,7 @@ async fn server_may_veto_a_retry() {
 async fn hung_attempts_time_out_and_are_retried() {
     let server = serve(vec![
         Step::Hang {},
-        text("ok"),
+        Step::text("ok"),
         Step::Hang {},
         Step::Hang {},
     ])
@@ -501,7 +499,7 @@ async fn malformed_replies_are_clear_errors() {
         ),
     ];
     for (protocol, step, expected) in cases {
-        let server = serve(vec![step, text("never reached")]).await;
+        let server = serve(vec![step, Step::text("never reached")]).await;
         let err = client(config(&server, protocol))
             .complete(&request())
             .await
@@ -535,7 +533,11 @@ async fn usage_of_an_unusable_reply_is_still_reported() {
 #[tokio::test]
 async fn oversized_replies_are_refused() {
     for protocol in BOTH {
-        let server = serve(vec![Step::Oversized { bytes: 300_000 }, text("small")]).await;
+        let server = serve(vec![
+            Step::Oversized { bytes: 300_000 },
+            Step::text("small"),
+        ])
+        .await;
         let mut config = config(&server, protocol);
         config.max_response_bytes = 64 * 1024;
         let client = client(config);
@@ -550,7 +552,7 @@ async fn oversized_replies_are_refused() {
 
 #[tokio::test]
 async fn requests_that_cannot_be_sent_fail_before_any_traffic() {
-    let server = serve(vec![text("never reached")]).await;
+    let server = serve(vec![Step::text("never reached")]).await;
     let client = client(config(&server, Protocol::AnthropicMessages));
     let mut bad = request();
     bad.messages.push(Message::Assistant {

@@ -7,7 +7,7 @@ use crate::records::{locked_cases, record};
 use anyhow::{Context, Result, bail};
 use faultline_agent::baselines::{self, Baseline};
 use faultline_agent::record::Recorder;
-use faultline_agent::{BuiltinAgent, ExternalAgent, Templates, TrialEnv};
+use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, Templates, TrialEnv};
 use faultline_corpus::checks::static_checks;
 use faultline_corpus::gold::TreeDiff;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
@@ -312,11 +312,10 @@ pub async fn run(
         } = a
         {
             cfg.pricing
-                .check_cost_limit(&model.model, cfg.limits.cost_usd)
-                .map_err(anyhow::Error::msg)?;
+                .check_cost_limit(&model.model, cfg.limits.cost_usd)?;
             fingerprints.insert(a.name(), templates.fingerprint());
             let agent = BuiltinAgent {
-                client: ModelClient::new((**model).clone()).map_err(|e| anyhow::anyhow!("{e}"))?,
+                client: ModelClient::new((**model).clone())?,
                 pricing: Some(cfg.pricing.clone()),
                 templates: templates.clone(),
                 tool_mode: *tool_mode,
@@ -476,8 +475,9 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             rec.finish(ExitStatus::Submitted, None, None)?;
             Ok((submission, rec.trajectory))
         }
-        // An error of an agent's run is the harness's own failure (a trajectory it could not
-        // write, say), not the trial's outcome: it ends the run, and a resumed run redoes it.
+        // An error of an agent's run, or of the harness making its environment, is the
+        // harness's own failure (a trajectory or a copy it could not write, say), not the trial's
+        // outcome: it ends the run, and a resumed run redoes the trial.
         AgentSpec::Builtin { .. } => {
             let builtin = &s.builtins[&agent.name()];
             match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
@@ -485,7 +485,8 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
                     let r = builtin.run(&env, Some(traj_path.clone())).await?;
                     Ok((r.submission, r.trajectory))
                 }
-                Err(e) => Err(e),
+                Err(EnvError::Unavailable(e)) => Err(e),
+                Err(EnvError::Harness(e)) => return Err(e),
             }
         }
         AgentSpec::External(ext) => {
@@ -494,7 +495,8 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
                     let r = ext.run(&env, &dir, Some(traj_path.clone())).await?;
                     Ok((r.submission, r.trajectory))
                 }
-                Err(e) => Err(e),
+                Err(EnvError::Unavailable(e)) => Err(e),
+                Err(EnvError::Harness(e)) => return Err(e),
             }
         }
     };
@@ -514,8 +516,9 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             (trajectory, grade)
         }
         Err(e) => {
-            // The harness failed to give the agent its environment: an infrastructure error,
-            // recorded (never as a failure of the agent) so `--retry-infra` can redo it.
+            // The agent's environment is unavailable (its template is damaged, or no sandbox can
+            // be set up): an infrastructure error, recorded (never as a failure of the agent) so
+            // `--retry-infra` can redo it.
             let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
             rec.finish(ExitStatus::SandboxError, None, Some(format!("{e:#}")))?;
             let grade = faultline_grade::grader::infra_error(

@@ -70,9 +70,10 @@ pub enum SandboxError {
     /// The toolchain could not be located on the host.
     #[error("cannot locate the Rust toolchain: {0}")]
     Toolchain(String),
-    /// Spawning or waiting on the sandbox failed.
+    /// Spawning or waiting on the sandbox failed. The message, which a trajectory records as the
+    /// trial's error, names the cause, so the cause is not also the `source`.
     #[error("sandbox process error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// A session's supervisor could not start, died, or stopped answering; the session is over
     /// and a new one can be started.
     #[error("sandbox session lost: {0}")]
@@ -83,6 +84,12 @@ pub enum SandboxError {
          build it with `cargo build -p faultline-sandbox --bin {SUPERVISOR_BIN}`, or set FAULTLINE_SUPERVISOR"
     )]
     NoSupervisor(String),
+}
+
+impl From<std::io::Error> for SandboxError {
+    fn from(e: std::io::Error) -> Self {
+        SandboxError::Io(e)
+    }
 }
 
 /// A sandbox layout bound to generated files (its `/etc/passwd`, `/etc/group`), ready to run

@@ -8,8 +8,9 @@
 
 mod common;
 
-use common::{all_output, protected, runners, workspace_spec};
+use common::{all_output, runners, workspace_spec};
 use faultline_sandbox::{ExecRequest, ResourceLimits, Sandbox};
+use faultline_testkit::protected;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;

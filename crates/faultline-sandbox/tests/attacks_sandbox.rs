@@ -7,8 +7,9 @@
 
 mod common;
 
-use common::{SUPERVISOR, all_output, protected, runners, workspace_spec};
+use common::{SUPERVISOR, all_output, runners, workspace_spec};
 use faultline_sandbox::{ExecRequest, Mount, ResourceLimits, Sandbox, SandboxError};
+use faultline_testkit::{protected, required};
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -250,7 +251,7 @@ async fn a_fork_bomb_is_bounded_and_ends_at_the_timeout() {
     if !protected(&sb.protections().process_limit, "fork bomb") {
         return;
     }
-    let weighted = sb.protections().cpu_weight.is_active();
+    let weighted = protected(&sb.protections().cpu_weight, "CPU weight");
     for r in runners(spec).await {
         let mark = marker(&format!("bomb-{}", r.name()));
         let timeout = Duration::from_secs(3);
@@ -526,9 +527,8 @@ async fn session_commands_cannot_reach_the_supervisor_or_outlive_their_turn() {
 #[tokio::test]
 async fn a_dead_supervisor_is_reported_and_a_new_session_works() {
     // Only root can see the non-dumpable supervisor's environment from the host.
-    if !rustix::process::geteuid().is_root() {
-        assert!(std::env::var_os("FAULTLINE_REQUIRE_PROTECTIONS").is_none());
-        eprintln!("skipping: finding the supervisor from the host needs root");
+    let lacking = (!rustix::process::geteuid().is_root()).then_some("not running as root");
+    if !required("root, to find the supervisor from the host", lacking) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

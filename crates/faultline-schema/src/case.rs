@@ -189,7 +189,7 @@ pub struct LabeledBlock {
 #[derive(Debug, thiserror::Error)]
 pub enum CaseParseError {
     /// Not valid TOML, or the values do not fit the format.
-    #[error("{0}")]
+    #[error(transparent)]
     Toml(#[from] toml::de::Error),
     /// Parsed, but a value breaks a rule of the format.
     #[error("{0}")]

@@ -57,12 +57,13 @@ pub struct DiagnosedBlock {
     pub explanation: Option<String>,
 }
 
-/// Why a diagnosis was not accepted.
+/// Why a diagnosis was not accepted. The message, recorded as the grade's reason, is complete,
+/// so the parser's error is not also the `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum DiagnosisError {
     /// Not JSON of the right shape (unknown fields included), with line and column.
     #[error("diagnosis.json is not valid: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// Valid JSON, but it breaks a rule of the format.
     #[error("diagnosis.json is not valid: {0}")]
     Invalid(String),
@@ -71,7 +72,7 @@ pub enum DiagnosisError {
 impl Diagnosis {
     /// Parses and checks a diagnosis.
     pub fn from_json(text: &str) -> Result<Diagnosis, DiagnosisError> {
-        let d: Diagnosis = serde_json::from_str(text)?;
+        let d: Diagnosis = serde_json::from_str(text).map_err(DiagnosisError::Json)?;
         if d.schema_version != DIAGNOSIS_SCHEMA_VERSION {
             return Err(DiagnosisError::Invalid(format!(
                 "schema_version {} is not supported; use {DIAGNOSIS_SCHEMA_VERSION}",

@@ -10,26 +10,27 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Why a recorded file could not be read.
+/// Why a recorded file could not be read. The message names the file and the cause, so the
+/// cause is not also the error's `source`: a chain printed whole (`{:#}`) shows it once.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The file is not valid JSON of the expected shape.
-    #[error("{path} is not a valid {what}: {source}")]
+    #[error("{path} is not a valid {what}: {cause}")]
     Json {
         /// The file.
         path: PathBuf,
         /// The format that was expected.
         what: &'static str,
         /// The underlying error, with line and column.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 }
 
@@ -62,14 +63,14 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()>
 
 /// Reads a JSON file into `T`, naming the file and the format on error.
 pub fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, ReadError> {
-    let bytes = fs::read(path).map_err(|source| ReadError::Io {
+    let bytes = fs::read(path).map_err(|cause| ReadError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     })?;
-    serde_json::from_slice(&bytes).map_err(|source| ReadError::Json {
+    serde_json::from_slice(&bytes).map_err(|cause| ReadError::Json {
         path: path.to_owned(),
         what,
-        source,
+        cause,
     })
 }
 
@@ -129,5 +130,20 @@ mod tests {
         let err = read_json::<serde_json::Value>(&path, "diagnosis").unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("x.json") && msg.contains("diagnosis"), "{msg}");
+    }
+
+    #[test]
+    fn a_missing_file_names_its_cause_once_in_the_whole_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let err =
+            read_json::<serde_json::Value>(&dir.path().join("lock.json"), "run lock").unwrap_err();
+        let mut chain = err.to_string();
+        let mut cause = std::error::Error::source(&err);
+        while let Some(c) = cause {
+            chain.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        assert!(chain.contains("lock.json"), "{chain}");
+        assert_eq!(chain.matches("(os error 2)").count(), 1, "{chain}");
     }
 }

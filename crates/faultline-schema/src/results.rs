@@ -56,10 +56,10 @@ pub(crate) fn read_records(path: &Path) -> Result<Vec<ResultRecord>, ReadError> 
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
+        Err(cause) => {
             return Err(ReadError::Io {
                 path: path.to_owned(),
-                source,
+                cause,
             });
         }
     };

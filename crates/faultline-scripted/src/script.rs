@@ -117,6 +117,17 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// A complete text reply without usage, the step tests script most.
+    pub fn text(text: impl Into<String>) -> Step {
+        Step::Text {
+            text: text.into(),
+            truncated: false,
+            usage: None,
+        }
+    }
+}
+
 fn ok_status() -> u16 {
     200
 }
@@ -141,17 +152,17 @@ pub struct StepUsage {
     pub reasoning: u64,
 }
 
-/// Why a script could not be loaded.
+/// Why a script could not be loaded. Each message names its cause, which is therefore not also
+/// the error's `source` (a chain printed whole would show it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
     /// The file could not be read.
-    #[error("cannot read script {path}: {source}")]
+    #[error("cannot read script {path}: {cause}")]
     Read {
         /// The file named by the caller.
         path: String,
         /// The I/O failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is neither `.json` nor `.toml`.
     #[error("script {path}: unknown format, expected a .json or .toml file")]
@@ -160,22 +171,20 @@ pub enum ScriptError {
         path: String,
     },
     /// The JSON could not be parsed into a script.
-    #[error("script {path}: {source}")]
+    #[error("script {path}: {cause}")]
     Json {
         /// The file named by the caller.
         path: String,
         /// The parse failure.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// The TOML could not be parsed into a script.
-    #[error("script {path}: {source}")]
+    #[error("script {path}: {cause}")]
     Toml {
         /// The file named by the caller.
         path: String,
         /// The parse failure.
-        #[source]
-        source: toml::de::Error,
+        cause: toml::de::Error,
     },
     /// The script parsed but cannot be served as written.
     #[error("script step {index}: {reason}")]
@@ -207,18 +216,18 @@ impl Script {
     /// Loads a script from a `.json` or `.toml` file and validates it.
     pub fn load(path: &Path) -> Result<Self, ScriptError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ScriptError::Read {
             path: shown.clone(),
-            source,
+            cause,
         })?;
         let script: Script = match path.extension().and_then(|e| e.to_str()) {
-            Some("json") => serde_json::from_str(&text).map_err(|source| ScriptError::Json {
+            Some("json") => serde_json::from_str(&text).map_err(|cause| ScriptError::Json {
                 path: shown.clone(),
-                source,
+                cause,
             })?,
-            Some("toml") => toml::from_str(&text).map_err(|source| ScriptError::Toml {
+            Some("toml") => toml::from_str(&text).map_err(|cause| ScriptError::Toml {
                 path: shown.clone(),
-                source,
+                cause,
             })?,
             _ => return Err(ScriptError::UnknownFormat { path: shown }),
         };

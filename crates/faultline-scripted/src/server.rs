@@ -74,9 +74,10 @@ pub enum ServerError {
     /// The script cannot be served.
     #[error(transparent)]
     Script(#[from] ScriptError),
-    /// Binding the socket or opening the request log failed.
+    /// Binding the socket or opening the request log failed. The message names the cause, which
+    /// is therefore not also the `source`.
     #[error("scripted server I/O: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
 }
 
 /// A running scripted model server on 127.0.0.1. Stops when dropped.
@@ -123,11 +124,13 @@ impl ScriptedServer {
     pub async fn start_with(script: Script, options: ServerOptions) -> Result<Self, ServerError> {
         script.validate()?;
         let log = match &options.request_log {
-            Some(path) => Some(File::create(path)?),
+            Some(path) => Some(File::create(path).map_err(ServerError::Io)?),
             None => None,
         };
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).await?;
-        let addr = listener.local_addr()?;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))
+            .await
+            .map_err(ServerError::Io)?;
+        let addr = listener.local_addr().map_err(ServerError::Io)?;
         let state = Arc::new(State {
             script,
             started: Instant::now(),

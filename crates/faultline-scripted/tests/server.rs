@@ -112,14 +112,6 @@ async fn anthropic(server: &ScriptedServer, body: &str) -> Reply {
     .await
 }
 
-fn text(text: &str) -> Step {
-    Step::Text {
-        text: text.into(),
-        truncated: false,
-        usage: None,
-    }
-}
-
 fn reply_text(reply: &Reply) -> String {
     let body = reply.json();
     match body["choices"][0]["message"]["content"].as_str() {
@@ -275,7 +267,7 @@ async fn malformed_raw_oversized_and_truncated_steps() {
 
 #[tokio::test]
 async fn global_mode_shares_one_cursor_and_reports_exhaustion() {
-    let server = ScriptedServer::start(Script::new(vec![text("one"), text("two")]))
+    let server = ScriptedServer::start(Script::new(vec![Step::text("one"), Step::text("two")]))
         .await
         .unwrap();
     assert_eq!(
@@ -299,7 +291,11 @@ async fn global_mode_shares_one_cursor_and_reports_exhaustion() {
 
 #[tokio::test]
 async fn per_conversation_mode_replays_for_each_conversation() {
-    let script = Script::per_conversation(vec![text("first"), text("second"), text("third")]);
+    let script = Script::per_conversation(vec![
+        Step::text("first"),
+        Step::text("second"),
+        Step::text("third"),
+    ]);
     let server = ScriptedServer::start(script).await.unwrap();
     let task_a = openai_body("sys", "task A");
     let task_b = openai_body("sys", "task B");
@@ -322,7 +318,7 @@ async fn per_conversation_mode_replays_for_each_conversation() {
 
 #[tokio::test]
 async fn bad_requests_are_refused_without_using_a_step() {
-    let server = ScriptedServer::start(Script::new(vec![text("kept")]))
+    let server = ScriptedServer::start(Script::new(vec![Step::text("kept")]))
         .await
         .unwrap();
     let addr = server.addr();
@@ -360,7 +356,7 @@ async fn bad_requests_are_refused_without_using_a_step() {
 
 #[tokio::test]
 async fn recorded_requests_redact_keys_and_keep_timing() {
-    let server = ScriptedServer::start(Script::new(vec![text("a"), text("b")]))
+    let server = ScriptedServer::start(Script::new(vec![Step::text("a"), Step::text("b")]))
         .await
         .unwrap();
     openai(&server, &openai_body("the system prompt", "u")).await;
@@ -382,7 +378,7 @@ async fn recorded_requests_redact_keys_and_keep_timing() {
 
 #[tokio::test]
 async fn hang_never_answers_but_is_recorded() {
-    let server = ScriptedServer::start(Script::new(vec![Step::Hang {}, text("after")]))
+    let server = ScriptedServer::start(Script::new(vec![Step::Hang {}, Step::text("after")]))
         .await
         .unwrap();
     let body = openai_body("s", "u");
@@ -502,7 +498,7 @@ async fn request_log_gets_one_json_line_per_request() {
         request_log: Some(log.clone()),
         ..ServerOptions::default()
     };
-    let server = ScriptedServer::start_with(Script::new(vec![text("a")]), options)
+    let server = ScriptedServer::start_with(Script::new(vec![Step::text("a")]), options)
         .await
         .unwrap();
     openai(&server, &openai_body("s", "u")).await;
@@ -527,9 +523,10 @@ async fn forgotten_requests_are_still_logged_and_counted() {
         forget_requests: true,
         ..ServerOptions::default()
     };
-    let server = ScriptedServer::start_with(Script::new(vec![text("a"), text("b")]), options)
-        .await
-        .unwrap();
+    let server =
+        ScriptedServer::start_with(Script::new(vec![Step::text("a"), Step::text("b")]), options)
+            .await
+            .unwrap();
     openai(&server, &openai_body("s", "u")).await;
     openai(&server, &openai_body("s", "u")).await;
     assert!(server.requests().is_empty());

@@ -200,8 +200,8 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
     let templates = Templates::load(args.system_prompt.as_deref(), args.task_prompt.as_deref())?;
     let agents = parse_agents(&args, &templates)?;
     let pricing = match &args.pricing {
-        Some(p) => PricingTable::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => PricingTable::builtin().map_err(|e| anyhow::anyhow!("{e}"))?,
+        Some(p) => PricingTable::load(p)?,
+        None => PricingTable::builtin()?,
     };
     let shard = match args.shard {
         Some(s) => Some(s),

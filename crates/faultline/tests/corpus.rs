@@ -1,6 +1,7 @@
 //! The repository's corpus: every case loads, the generated documents are current, every oracle
 //! keeps the reproduce track's rules as the gold baseline submits it, and the smoke suite
-//! validates from scratch (real crates from the package registry, real sandboxes).
+//! validates from scratch (real crates from the package registry, real sandboxes; in
+//! `needs_registry`).
 
 use faultline_agent::{Baseline, baselines};
 use faultline_corpus::Corpus;
@@ -8,12 +9,8 @@ use faultline_corpus::gold::TreeDiff;
 use faultline_grade::legality::{Legality, check_reproducer};
 use faultline_schema::Submission;
 use faultline_schema::Track;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
-}
+use faultline_testkit::corpus_dir;
+use std::path::Path;
 
 #[test]
 fn every_case_loads() {
@@ -104,64 +101,72 @@ fn the_validation_report_covers_every_case_as_it_is_now() {
     );
 }
 
-/// Validates the smoke suite from scratch, then runs the gold baseline's reproducers on the
-/// cases it prepared: every one must stay `valid` under the reproduce track's rules.
-#[test]
-fn the_smoke_suite_validates_from_scratch() {
-    // A fresh data directory: the sources are fetched through cargo, the workspaces built cold.
-    let tmp = tempfile::tempdir().unwrap();
-    let data = std::env::var_os("FAULTLINE_TEST_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tmp.path().to_path_buf());
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("--corpus")
-        .arg(corpus_dir())
-        .args(["cases", "validate", "--suite", "smoke", "--json"])
-        .env("FAULTLINE_DATA", &data)
-        .output()
-        .unwrap();
-    let report: faultline_schema::validation::ValidationReport =
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&out.stderr)));
-    for c in &report.cases {
-        assert!(c.passed, "{}: {:#?}", c.case_id, c.problems);
-        assert_eq!(c.buggy_failures(), report.k);
-        assert_eq!(c.gold_passes(), report.k);
-    }
-    assert!(out.status.success());
+/// The smoke suite, fetched from the package registry.
+mod needs_registry {
+    use super::*;
+    use faultline_testkit::needs::registry;
+    use std::process::Command;
 
-    let run = tmp.path().join("gold-reproducers");
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("--corpus")
-        .arg(corpus_dir())
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--agent",
-            "baseline:gold",
-            "--tracks",
-            "reproduce",
-            "--conditions",
-            "symptom",
-            "--out",
-        ])
-        .arg(&run)
-        .env("FAULTLINE_DATA", &data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
-    let records: Vec<faultline_schema::ResultRecord> = results
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(records.len(), report.cases.len(), "{results}");
-    for r in &records {
-        assert_eq!(r.outcome, faultline_schema::Outcome::Valid, "{r:#?}");
+    /// Validates the smoke suite from scratch, then runs the gold baseline's reproducers on the
+    /// cases it prepared: every one must stay `valid` under the reproduce track's rules.
+    #[test]
+    fn the_smoke_suite_validates_from_scratch() {
+        // A fresh data directory: the sources are fetched through cargo, the workspaces built cold.
+        let tmp = tempfile::tempdir().unwrap();
+        let data = registry::reused_data_dir().unwrap_or_else(|| tmp.path().to_path_buf());
+        let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .arg("--corpus")
+            .arg(corpus_dir())
+            .args(["cases", "validate", "--suite", "smoke", "--json"])
+            .env("FAULTLINE_DATA", &data)
+            .output()
+            .unwrap();
+        let report: faultline_schema::validation::ValidationReport =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                panic!("{e}\n{stderr}\n{}", registry::note())
+            });
+        for c in &report.cases {
+            assert!(c.passed, "{}: {:#?}", c.case_id, c.problems);
+            assert_eq!(c.buggy_failures(), report.k);
+            assert_eq!(c.gold_passes(), report.k);
+        }
+        assert!(out.status.success());
+
+        let run = tmp.path().join("gold-reproducers");
+        let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .arg("--corpus")
+            .arg(corpus_dir())
+            .args([
+                "run",
+                "--suite",
+                "smoke",
+                "--agent",
+                "baseline:gold",
+                "--tracks",
+                "reproduce",
+                "--conditions",
+                "symptom",
+                "--out",
+            ])
+            .arg(&run)
+            .env("FAULTLINE_DATA", &data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            registry::note()
+        );
+        let results = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
+        let records: Vec<faultline_schema::ResultRecord> = results
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), report.cases.len(), "{results}");
+        for r in &records {
+            assert_eq!(r.outcome, faultline_schema::Outcome::Valid, "{r:#?}");
+        }
     }
 }

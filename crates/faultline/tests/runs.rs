@@ -1,11 +1,16 @@
-//! Runs of the baselines on the fixture corpus through the real binary: killed and resumed, and
-//! sharded and merged. Real sandboxes and real builds of the fixture crate.
+//! Runs of the baselines on the fixture corpus through the real binary: killed mid-run and
+//! resumed, sharded and merged, and stopped by a failure of the harness. Real sandboxes and real
+//! builds of the fixture crate.
 
 mod common;
 
-use common::{corpus, faultline, faultline_on, records};
+use common::{faultline, faultline_on, records};
 use faultline_schema::ResultRecord;
+use faultline_testkit::fixture_corpus;
+use faultline_testkit::fixture_gold;
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -21,23 +26,53 @@ fn outcomes(rs: &[ResultRecord]) -> BTreeMap<String, (String, Option<f64>)> {
         .collect()
 }
 
+/// Every trial's record, apart from when it finished and how long it took.
+fn comparable(rs: &[ResultRecord]) -> BTreeMap<String, serde_json::Value> {
+    rs.iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap();
+            let fields = v.as_object_mut().unwrap();
+            for timing in ["finished_at", "wall_secs", "working_secs"] {
+                fields.remove(timing).unwrap();
+            }
+            (r.trial_id.clone(), v)
+        })
+        .collect()
+}
+
+/// Lines in a run's `results.jsonl` (none before it exists).
+fn results_lines(run: &Path) -> usize {
+    std::fs::read_to_string(run.join("results.jsonl"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
 const EXPECTED_TRIALS: usize = 18;
+
+/// The most lines a kill waits for: half the run, so trials are always still in flight when it
+/// lands, however fast the ones before it were.
+const LAST_KILL_LINE: usize = EXPECTED_TRIALS / 2;
 
 #[test]
 fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let run = tmp.path().join("run");
-    // A seeded schedule of kill times, so a failure can be replayed.
+    // A seeded schedule of extra delays after the awaited line, so kills land at different
+    // points of the trials in flight, and a failure can be replayed.
     let mut state: u64 = 0x5eed;
-    let mut next = || {
+    let mut delay = || {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        300 + (state >> 33) % 4000
+        Duration::from_millis((state >> 33) % 300)
     };
-    let mut kills = 0;
-    while kills < 20 {
+    for kill in 1..=20 {
+        if results_lines(&run) >= LAST_KILL_LINE {
+            // Kills that waited for more lines could find the run finished: start it over.
+            std::fs::remove_dir_all(&run).unwrap();
+        }
+        let before = results_lines(&run);
         let mut child = faultline(&data)
             .args(["run", "toy-double-merge", "--out"])
             .arg(&run)
@@ -45,24 +80,36 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let wait = Duration::from_millis(next());
+        // Watch the results for the next trial's line, then let the run go on a little.
         let started = Instant::now();
-        let mut exited = false;
-        while started.elapsed() < wait {
-            if child.try_wait().unwrap().is_some() {
-                exited = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        while results_lines(&run) <= before {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "kill {kill}: the run exited before recording a trial"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "kill {kill}: no trial recorded in ten minutes"
+            );
+            std::thread::sleep(Duration::from_millis(5));
         }
-        if exited {
-            // The run finished before the kill: start over to keep killing mid-run.
-            std::fs::remove_dir_all(&run).unwrap();
-            continue;
-        }
+        std::thread::sleep(delay());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "kill {kill}: the run finished before the kill"
+        );
         child.kill().unwrap();
-        child.wait().unwrap();
-        kills += 1;
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "kill {kill}: the run was not killed mid-run ({status})"
+        );
+        let after = results_lines(&run);
+        assert!(
+            before < after && after < EXPECTED_TRIALS,
+            "kill {kill}: {before} then {after} of {EXPECTED_TRIALS} trials recorded"
+        );
         for r in records(&run) {
             assert!(r.trial_id.starts_with(&r.agent));
         }
@@ -102,6 +149,18 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
         assert!(r.block_coverage.is_some(), "{}", r.trial_id);
     }
     assert!(o.contains_key("everything/toy-double-merge/diagnose/context/1"));
+
+    // The same run never interrupted, with a data directory of its own (so no grade the killed
+    // runs cached is served to it), records the same results apart from their timing.
+    let whole = tmp.path().join("whole");
+    let ok = faultline(&tmp.path().join("whole-data"))
+        .args(["run", "toy-double-merge", "--out"])
+        .arg(&whole)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    assert_eq!(comparable(&rs), comparable(&records(&whole)));
 }
 
 #[test]
@@ -230,7 +289,7 @@ fn a_run_is_not_resumed_over_a_changed_symptom_or_bundle() {
     let run = tmp.path().join("run");
     // A copy of the fixtures (the case names its sources relative to itself), to change.
     let fixtures = tmp.path().join("fixtures");
-    faultline_corpus::store::copy_tree(&corpus().join(".."), &fixtures, &|_| true).unwrap();
+    faultline_corpus::store::copy_tree(&fixture_corpus().join(".."), &fixtures, &|_| true).unwrap();
     let case = fixtures.join("corpus/toy/toy-double-merge");
     let go = || {
         faultline_on(&fixtures.join("corpus"), &data)
@@ -279,10 +338,7 @@ fn a_run_is_not_resumed_over_a_changed_symptom_or_bundle() {
 fn predictions_are_imported_and_graded() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let tree = corpus().join("../toy-tree");
-    let gold = faultline_corpus::gold::diff_trees(&tree.join("buggy"), &tree.join("fixed"))
-        .unwrap()
-        .unified();
+    let gold = fixture_gold();
     let preds = tmp.path().join("preds.jsonl");
     let lines = [
         serde_json::json!({"instance_id": "toy-double-merge", "model_name_or_path": "org/fixer", "model_patch": gold}),
@@ -324,4 +380,38 @@ fn predictions_are_imported_and_graded() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown case `nope`"));
+}
+
+#[test]
+fn a_failure_of_the_harness_ends_the_run_and_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, run) = (tmp.path().join("data"), tmp.path().join("run"));
+    // The data directory's scratch space (`tmp/`) is a file: the harness cannot make any trial's
+    // copy of the workspace, which is its own failure, not the sandbox's.
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("tmp"), "").unwrap();
+    let out = faultline(&data)
+        .args(["run", "toy-double-merge", "--agent", "external:probe=true"])
+        .args([
+            "--tracks",
+            "diagnose",
+            "--conditions",
+            "symptom",
+            "--attempts",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a trial could not be recorded") && err.contains("scratch space"),
+        "{err}"
+    );
+    assert!(
+        records(&run).is_empty(),
+        "the harness's failure was recorded as the trial's"
+    );
 }

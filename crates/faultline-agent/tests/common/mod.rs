@@ -4,49 +4,21 @@
 #![allow(dead_code)]
 
 use faultline_agent::{BuiltinAgent, Templates, TrialEnv, TrialResult};
-use faultline_corpus::fixtures::fixture_case;
-use faultline_corpus::{Case, DataDir, PreparedCase, prepare};
 use faultline_model::{ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy};
-use faultline_sandbox::Toolchain;
 use faultline_schema::{Condition, Limits, Task, Track};
 use faultline_scripted::{Script, ScriptedServer, Step, StepUsage};
+use faultline_testkit::{Prepared, Shared};
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
-use tokio::sync::OnceCell;
 
 /// The model the scripted server plays, priced by [`pricing`].
 pub const MODEL: &str = "scripted-model";
 
-pub struct Fixture {
-    pub case: Case,
-    pub prepared: PreparedCase,
-    pub data: DataDir,
-    pub toolchain: Toolchain,
-}
-
 /// One prepared fixture case shared by every test of a test binary.
-pub async fn fixture() -> &'static Fixture {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+pub async fn fixture() -> &'static Prepared {
+    static FIXTURE: Shared = Shared::new();
     FIXTURE
-        .get_or_init(|| async {
-            let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-            let case = fixture_case(dir.path(), "toy-agent", |_| {}).unwrap();
-            let data = DataDir {
-                root: dir.path().join("data"),
-            };
-            let toolchain = Toolchain::detect().unwrap();
-            let prepared = prepare(&case, &data, &toolchain, &Default::default())
-                .await
-                .unwrap();
-            Fixture {
-                case,
-                prepared,
-                data,
-                toolchain,
-            }
-        })
+        .get(|dir| async move { Prepared::fixture(&dir, "toy-agent").await })
         .await
 }
 
@@ -61,14 +33,6 @@ pub fn tool(command: &str, input: u64, output: u64) -> Step {
             output,
             ..StepUsage::default()
         }),
-    }
-}
-
-pub fn text(body: &str) -> Step {
-    Step::Text {
-        text: body.into(),
-        truncated: false,
-        usage: None,
     }
 }
 
@@ -111,7 +75,20 @@ pub async fn trial(
         temperature: Some(0.0),
         model_permits: None,
     };
-    let task = Task {
+    let env = TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        task(f, track, limits),
+        &f.data,
+        &f.toolchain,
+    )
+    .unwrap();
+    (agent, env, server)
+}
+
+/// A task of the fixture case in the `context` condition.
+pub fn task(f: &Prepared, track: Track, limits: Limits) -> Task {
+    Task {
         schema_version: 1,
         trial_id: Task::trial_id(f.case.id(), track, Condition::Context, 1),
         case_id: f.case.id().into(),
@@ -122,9 +99,7 @@ pub async fn trial(
         crate_name: "toy-counter".into(),
         bundle_files: vec!["state.md".into()],
         limits,
-    };
-    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
-    (agent, env, server)
+    }
 }
 
 /// Runs a trial of the agent against `script` to its end.

@@ -2,7 +2,7 @@
 //! from it (names, canary messages, orders) through a stream per purpose, so that a recorded
 //! seed replays the same grade.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result};
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, SeedableRng, TryRng};
 use sha2::{Digest, Sha256};
@@ -18,7 +18,7 @@ pub(super) const EXPECTED_LEN: usize = 24;
 pub fn fresh_seed() -> Result<u64> {
     rand::rngs::SysRng
         .try_next_u64()
-        .map_err(|e| anyhow!("the operating system's random source failed: {e}"))
+        .context("the operating system's random source failed")
 }
 
 /// A ChaCha8 stream for one purpose of one grade, keyed by the SHA-256 of the seed and the

@@ -2,7 +2,7 @@
 //! and attributes) and appending, inside each module, a module of wrapper tests that call them,
 //! real ones and canaries alike, so that nothing in the text tells them apart but their names.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result};
 use quote::ToTokens;
 
 /// What a wrapper is for.
@@ -50,7 +50,7 @@ pub(super) struct TestModule {
 /// The test functions of one oracle source file, by module. Ignored tests are left out (libtest
 /// would not run them either).
 pub(super) fn find_tests(source: &str) -> Result<Vec<TestModule>> {
-    let file = syn::parse_file(source).map_err(|e| anyhow!("cannot parse: {e}"))?;
+    let file = syn::parse_file(source).context("cannot parse")?;
     let mut out = Vec::new();
     collect_tests(source, &file.items, "", source.len(), &mut out);
     Ok(out)

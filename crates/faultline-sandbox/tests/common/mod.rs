@@ -1,10 +1,11 @@
 //! Helpers shared by the sandbox's attack tests: a way to run each attack through a one-shot
-//! `Sandbox::exec` and through a `Session`, and the rule for protections a host may lack.
+//! `Sandbox::exec` and through a `Session`. The rule for protections a host may lack is
+//! `faultline_testkit::protected`.
 
 #![allow(dead_code)]
 
 use faultline_sandbox::{
-    ExecOutput, ExecRequest, Mount, Protection, Sandbox, SandboxError, SandboxSpec, Session,
+    ExecOutput, ExecRequest, Mount, Sandbox, SandboxError, SandboxSpec, Session,
 };
 use std::path::Path;
 use std::time::Duration;
@@ -56,19 +57,6 @@ pub async fn runners(spec: SandboxSpec) -> [Runner; 2] {
 
 pub fn workspace_spec(dir: &Path) -> SandboxSpec {
     SandboxSpec::new(None, "/workspace").mount(Mount::rw(dir, "/workspace"))
-}
-
-/// Whether to run an attack whose protection is `p`; skipping is an error under CI.
-pub fn protected(p: &Protection, what: &str) -> bool {
-    if p.is_active() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("FAULTLINE_REQUIRE_PROTECTIONS").is_none(),
-        "{what}: {p}"
-    );
-    eprintln!("skipping the {what} attack: {p}");
-    false
 }
 
 /// Everything a command printed, both streams.

@@ -1,17 +1,13 @@
 //! Helpers shared by the tests that drive the real binary on the fixture corpus.
 
 use faultline_schema::ResultRecord;
-use std::path::{Path, PathBuf};
+use faultline_testkit::fixture_corpus;
+use std::path::Path;
 use std::process::Command;
-
-/// The fixture corpus (one toy case).
-pub fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus")
-}
 
 /// The binary, on the fixture corpus, with its own data directory.
 pub fn faultline(data: &Path) -> Command {
-    faultline_on(&corpus(), data)
+    faultline_on(&fixture_corpus(), data)
 }
 
 /// The binary on another corpus (a changed copy of the fixtures), with its own data directory.
