@@ -54,6 +54,21 @@ pub enum BenchCommand {
     },
 }
 
+/// A case prepared for a grading bench, and its gold patch.
+async fn prepared_with_gold(
+    case: &Case,
+    env: &Env,
+    toolchain: &Toolchain,
+) -> Result<(
+    faultline_corpus::PreparedCase,
+    faultline_corpus::gold::TreeDiff,
+)> {
+    let prepared = prepare(case, &env.data, toolchain, &PrepareOptions::default()).await?;
+    let gold =
+        faultline_corpus::gold::diff_trees(&prepared.sources.buggy, &prepared.sources.fixed)?;
+    Ok((prepared, gold))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -181,12 +196,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grade { case, runs } => {
             let case = get(&case)?;
-            let prepared =
-                prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
-            let gold = faultline_corpus::gold::diff_trees(
-                &prepared.sources.buggy,
-                &prepared.sources.fixed,
-            )?;
+            let (prepared, gold) = prepared_with_gold(&case, env, &toolchain).await?;
             let ctx = GradeContext {
                 case: &case,
                 prepared: &prepared,
@@ -236,13 +246,8 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Template { case, runs } => {
             let case = get(&case)?;
-            let prepared =
-                prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
-            let gold = faultline_corpus::gold::diff_trees(
-                &prepared.sources.buggy,
-                &prepared.sources.fixed,
-            )?
-            .unified();
+            let (prepared, gold) = prepared_with_gold(&case, env, &toolchain).await?;
+            let gold = gold.unified();
             let ctx = GradeContext {
                 case: &case,
                 prepared: &prepared,
