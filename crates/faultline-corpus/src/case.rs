@@ -134,12 +134,48 @@ impl Case {
                 ),
             ));
         }
-        Ok(Case {
+        let case = Case {
             manifest,
             dir: dir.to_owned(),
             symptom,
             bundle,
-        })
+        };
+        case.check_decoy_files()?;
+        Ok(case)
+    }
+
+    /// Every declared decoy has its patch, and every patch in `decoys/` is declared, so a decoy
+    /// can be neither forgotten by validation nor silently missing.
+    fn check_decoy_files(&self) -> Result<(), CaseError> {
+        for decoy in &self.manifest.decoys {
+            let path = self.decoy_path(decoy);
+            if !path.is_file() {
+                return Err(CaseError {
+                    path,
+                    message: format!(
+                        "the decoy `{}` declared in case.toml has no patch",
+                        decoy.name
+                    ),
+                });
+            }
+        }
+        let dir = self.dir.join(crate::curated::DECOY_DIR);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let declared = name
+                .strip_suffix(".diff")
+                .is_some_and(|stem| self.manifest.decoys.iter().any(|d| d.name == stem));
+            if !declared {
+                return Err(CaseError {
+                    path: entry.path(),
+                    message: "not a decoy declared in case.toml ([[decoys]] name = \"<name>\" for decoys/<name>.diff)".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The case id.

@@ -5,6 +5,7 @@ pub mod cargo;
 pub mod case;
 pub mod checks;
 pub mod confined;
+pub mod curated;
 pub mod gold;
 pub mod leak;
 pub mod manifest;

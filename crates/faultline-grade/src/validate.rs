@@ -1,12 +1,16 @@
 //! Case validation: a case is admitted only if its oracle fails on the buggy version k times out
-//! of k, passes with the gold patch k times out of k, its regression tests pass on both, and
-//! its texts pass the static checks.
+//! of k, passes with the gold patch (its minimal fix) k times out of k, its regression tests
+//! pass on both, each of its decoys is caught k times out of k ([`decoys`]), it states the
+//! property its oracle checks, and its texts pass the static checks.
+
+mod decoys;
 
 use crate::libtest::RunVerdict;
 use crate::verdict::{Judged, VerdictPlan, fresh_seed, judge_regression, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::checks::static_checks;
+use faultline_corpus::curated::{Gold, gold_patch};
 use faultline_corpus::{
     Case, DataDir, PrepareOptions, PreparedCase, TemplateKind, TreeDiff, prepare,
 };
@@ -22,6 +26,9 @@ pub struct ValidateOptions {
     pub k: u32,
     /// Rebuild workspaces even when they are prepared.
     pub force_prepare: bool,
+    /// Build and run the decoys. Only a measurement of what they cost turns this off: a report
+    /// without them does not admit a case.
+    pub decoys: bool,
 }
 
 impl Default for ValidateOptions {
@@ -29,6 +36,7 @@ impl Default for ValidateOptions {
         ValidateOptions {
             k: 5,
             force_prepare: false,
+            decoys: true,
         }
     }
 }
@@ -40,7 +48,13 @@ pub enum Variant {
     Buggy,
     /// The buggy source with the gold patch applied.
     Gold,
+    /// The buggy source with a decoy applied: its regression tests run only when an oracle run
+    /// passed, since a decoy the oracle fails every time is caught whatever they say.
+    Decoy,
 }
+
+/// Fewest decoys a case must have.
+pub const MIN_DECOYS: usize = 2;
 
 /// Validates one case; infrastructure failures (no sandbox, no network for the first fetch)
 /// are errors, everything about the case itself is a problem in the report.
@@ -63,6 +77,8 @@ pub async fn validate_case(
         static_checks: None,
         buggy: None,
         gold: None,
+        minimal_fix: None,
+        decoys: None,
         prepare_secs: 0.0,
         wall_secs: 0.0,
         case_sha256: Some(case.content_sha256()?),
@@ -89,16 +105,28 @@ pub async fn validate_case(
         }
     };
     report.prepare_secs = prepare_started.elapsed().as_secs_f64();
-    let (checks, gold) = static_checks(case, &prepared.sources)?;
+    let (checks, release) = static_checks(case, &prepared.sources)?;
     report.problems.extend(checks.problems.iter().cloned());
     report.static_checks = Some(checks);
+    report.problems.extend(curation_problems(case));
+    let gold = match gold_patch(case, &prepared.sources) {
+        Ok(gold) => gold,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            Gold {
+                diff: release,
+                minimal: false,
+            }
+        }
+    };
+    report.minimal_fix = Some(gold.minimal);
 
     let buggy = run_variant(
         case,
         &prepared,
         data,
         toolchain,
-        &gold,
+        &gold.diff,
         Variant::Buggy,
         opts.k,
     )
@@ -108,13 +136,22 @@ pub async fn validate_case(
         &prepared,
         data,
         toolchain,
-        &gold,
+        &gold.diff,
         Variant::Gold,
         opts.k,
     )
     .await?;
+    if opts.decoys {
+        let decoys = decoys::run_decoys(case, &prepared, data, toolchain, opts.k).await?;
+        report.problems.extend(decoys::problems(&decoys, opts.k));
+        report.decoys = Some(decoys.into_iter().map(|(result, _)| result).collect());
+    } else {
+        report
+            .problems
+            .push("the decoys were not run, so the oracle's strength is unknown".into());
+    }
     // Each variant's workbench checked the template before copying it; the report stands only
-    // if it is still intact after both.
+    // if it is still intact after all of them.
     prepared.check(TemplateKind::Grading)?;
     for (name, v) in [("buggy", &buggy), ("gold", &gold_result)] {
         if let Some(e) = &v.build_error {
@@ -161,31 +198,55 @@ pub async fn validate_case(
     Ok(report)
 }
 
-/// Builds one version in a fresh workbench and runs its oracle k times and its regression
-/// tests once.
+/// What a curator owes every case besides a working oracle: the property it checks, a minimal
+/// fix, and enough decoys to show the oracle tells a fix from a suppression.
+fn curation_problems(case: &Case) -> Vec<String> {
+    let mut problems = Vec::new();
+    if case.manifest.property.is_none() {
+        problems.push(
+            "case.toml states no `property` (what the fix restores beyond the symptom)".into(),
+        );
+    }
+    if !case.minimal_fix_path().is_file() {
+        problems.push(format!(
+            "the case has no minimal fix ({}): the release diff stands in for it",
+            faultline_corpus::curated::MINIMAL_FIX_FILE
+        ));
+    }
+    if case.manifest.decoys.len() < MIN_DECOYS {
+        problems.push(format!(
+            "the case has {} decoys; it needs at least {MIN_DECOYS} ([[decoys]] in case.toml)",
+            case.manifest.decoys.len()
+        ));
+    }
+    problems
+}
+
+/// Builds one version in a fresh workbench (the buggy one, or it with `patch` applied: the gold
+/// patch or a decoy) and runs its oracle k times and its regression tests once.
 pub async fn run_variant(
     case: &Case,
     prepared: &PreparedCase,
     data: &DataDir,
     toolchain: &Toolchain,
-    gold: &TreeDiff,
+    patch: &TreeDiff,
     variant: Variant,
     k: u32,
 ) -> Result<VariantResult> {
     let bench = Workbench::new(prepared, data, toolchain)?;
-    if variant == Variant::Gold
-        && let Err(e) = bench.apply_patch(&gold.unified())
+    if variant != Variant::Buggy
+        && let Err(e) = bench.apply_patch(&patch.unified())
     {
         return Ok(VariantResult {
-            build_error: Some(format!("the gold patch does not apply: {e}")),
+            build_error: Some(format!("the patch does not apply: {e}")),
             build_secs: 0.0,
             runs: Vec::new(),
             regression: None,
         });
     }
-    if variant == Variant::Gold {
+    if variant != Variant::Buggy {
         // As grading keeps them: the buggy version's tests, whatever the fix did to them.
-        swap_tests(&bench, gold, |f| f.old.as_deref())?;
+        swap_tests(&bench, patch, |f| f.old.as_deref())?;
     }
     let plan = match VerdictPlan::new(fresh_seed()?, case, &bench) {
         Ok(plan) => plan,
@@ -213,9 +274,9 @@ pub async fn run_variant(
     let mut built = bench.build(&targets).await?;
     // Grading falls back to the fixed version's tests when the buggy ones no longer compile
     // against a patch; validation does the same with the gold patch.
-    if variant == Variant::Gold
+    if variant != Variant::Buggy
         && built.as_ref().is_err_and(|f| !f.timed_out)
-        && swap_tests(&bench, gold, |f| f.new.as_deref())?
+        && swap_tests(&bench, patch, |f| f.new.as_deref())?
     {
         plan.inject(&bench)?;
         built = bench.build(&targets).await?;
@@ -244,6 +305,14 @@ pub async fn run_variant(
             failed: run.verdict.is_failure(),
             wall_secs: run.wall_secs,
             test_secs: run.test_secs,
+        });
+    }
+    if variant == Variant::Decoy && runs.iter().all(|r| r.failed) {
+        return Ok(VariantResult {
+            build_error: None,
+            build_secs,
+            runs,
+            regression: None,
         });
     }
     let regression = run_regression(&bench, &binaries, case, &plan).await?;

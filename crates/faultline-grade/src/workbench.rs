@@ -7,6 +7,7 @@ use crate::libtest::{self, RunVerdict, TestReport};
 use crate::patch::{check_tests_kept, restore_tests};
 use anyhow::{Context, Result, bail};
 use faultline_corpus::confined::Confined;
+use faultline_corpus::curated::apply_patch;
 use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
 use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
 use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
@@ -14,9 +15,7 @@ use faultline_sandbox::{
     ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxSpec, Toolchain,
 };
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -460,40 +459,6 @@ fn test_run(out: ExecOutput) -> TestRun {
         limit: out.limit_hit(),
         wall_secs: out.duration.as_secs_f64(),
         stderr_tail,
-    }
-}
-
-/// Applies a unified diff to the tree at `dir` with `git apply`; the error is git's explanation.
-/// git refuses paths that leave the tree or pass through a symbolic link. It looks for no
-/// repository above `dir` (one would change what the paths are relative to) and reads no
-/// system or user configuration.
-pub fn apply_patch(dir: &Path, patch: &str) -> Result<(), String> {
-    if patch.trim().is_empty() {
-        return Ok(());
-    }
-    let ceiling = dir.parent().unwrap_or(dir);
-    let mut child = Command::new("git")
-        .args(["apply", "--whitespace=nowarn", "-p1", "-"])
-        .current_dir(dir)
-        .env("GIT_CEILING_DIRECTORIES", ceiling)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(patch.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
     }
 }
 

@@ -42,10 +42,88 @@ async fn a_good_case_passes() {
     assert!(v.passed, "{}", problems(&v));
     assert_eq!(v.buggy_failures(), 5);
     assert_eq!(v.gold_passes(), 5);
-    let s = v.static_checks.unwrap();
+    let s = v.static_checks.as_ref().unwrap();
     assert!(s.leaks.is_empty());
     assert_eq!(s.symptom_names, Vec::<String>::new());
-    assert!(v.buggy.unwrap().regression.unwrap().tests_passed >= 1);
+    assert!(
+        v.buggy
+            .as_ref()
+            .unwrap()
+            .regression
+            .as_ref()
+            .unwrap()
+            .tests_passed
+            >= 1
+    );
+    assert_eq!(v.minimal_fix, Some(true));
+    assert_eq!(v.decoys_caught(), Some((2, 2)));
+}
+
+#[tokio::test]
+async fn a_decoy_the_oracle_lets_through_is_rejected() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-decoy-passes", |dir| {
+        // A "decoy" that is the fix itself: no oracle can catch it, so validation must say so.
+        fs::copy(dir.join("fix.diff"), dir.join("decoys/take-theirs.diff")).unwrap();
+    });
+    let v = validate(&case, &root.path().join("data")).await;
+    assert!(!v.passed);
+    assert_eq!(v.decoys_caught(), Some((1, 2)));
+    assert!(
+        problems(&v).contains(
+            "the decoy `take-theirs` (other) is not caught: the oracle fails in only 0 of 5 runs"
+        ),
+        "{}",
+        problems(&v)
+    );
+}
+
+#[tokio::test]
+async fn a_minimal_fix_that_does_not_fix_is_rejected() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-fix-does-not-fix", |dir| {
+        fs::write(
+            dir.join("fix.diff"),
+            "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -22,3 +22,3 @@\n-    /// Folds another replica's state into this one.\n+    /// Folds another replica's state into this one, once.\n     pub fn merge(&mut self, other: &GCounter) {\n         for (node, count) in &other.counts {\n",
+        )
+        .unwrap();
+        let path = dir.join("case.toml");
+        let text = fs::read_to_string(&path).unwrap();
+        let start = text.find("property = ").unwrap();
+        // The property's closing quotes end the first line with `"""`.
+        let end = text[start..].find("\"\"\"\n").unwrap() + start + 4;
+        fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    });
+    let v = validate(&case, &root.path().join("data")).await;
+    assert!(!v.passed);
+    assert_eq!(v.minimal_fix, Some(true));
+    let p = problems(&v);
+    assert!(
+        p.contains("passes with the gold patch in only 0 of 5 runs"),
+        "{p}"
+    );
+    assert!(p.contains("states no `property`"), "{p}");
+}
+
+#[test]
+fn decoy_files_and_declarations_must_match() {
+    let root = tempfile::tempdir().unwrap();
+    let err = fixture_case(root.path(), "toy-decoy-undeclared", |dir| {
+        fs::write(dir.join("decoys/extra.diff"), "").unwrap();
+    })
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("not a decoy declared in case.toml"),
+        "{err:#}"
+    );
+    let err = fixture_case(root.path(), "toy-decoy-missing", |dir| {
+        fs::remove_file(dir.join("decoys/take-theirs.diff")).unwrap();
+    })
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("the decoy `take-theirs` declared in case.toml has no patch"),
+        "{err:#}"
+    );
 }
 
 #[tokio::test]
@@ -141,5 +219,5 @@ fn a_malformed_case_toml_names_the_file_and_line() {
     fs::write(dir.join("case.toml"), text).unwrap();
     let err = Case::load(&dir).unwrap_err().to_string();
     assert!(err.contains("toy-malformed/case.toml"), "{err}");
-    assert!(err.contains("line 6"), "{err}");
+    assert!(err.contains("line 9"), "{err}");
 }

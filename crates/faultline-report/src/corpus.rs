@@ -1,7 +1,9 @@
 //! The table of cases, for `faultline cases list` and `corpus/README.md`.
 
 use crate::Table;
+use faultline_schema::validation::ValidationReport;
 use faultline_schema::{CaseManifest, OracleKind, Source};
+use std::collections::BTreeMap;
 
 /// Where the generated table starts in `corpus/README.md`.
 pub const README_START: &str =
@@ -9,10 +11,22 @@ pub const README_START: &str =
 /// Where it ends.
 pub const README_END: &str = "<!-- cases:end -->";
 
-/// One row per case.
-pub fn table(cases: &[&CaseManifest]) -> Table {
+/// Decoys the validation report says each case's oracle caught, and decoys it tried, by case id.
+pub type DecoysCaught = BTreeMap<String, (usize, usize)>;
+
+/// What the validation report records about each case's decoys.
+pub fn decoys_caught(report: &ValidationReport) -> DecoysCaught {
+    report
+        .cases
+        .iter()
+        .filter_map(|c| Some((c.case_id.clone(), c.decoys_caught()?)))
+        .collect()
+}
+
+/// One row per case; the decoys column says how many of them validation saw caught.
+pub fn table(cases: &[&CaseManifest], caught: &DecoysCaught) -> Table {
     let mut t = Table::new([
-        "case", "system", "versions", "category", "tier", "oracle", "symptom",
+        "case", "system", "versions", "category", "tier", "oracle", "decoys", "symptom",
     ]);
     for m in cases {
         let versions = match &m.source {
@@ -31,9 +45,17 @@ pub fn table(cases: &[&CaseManifest]) -> Table {
             versions,
             m.category.to_string(),
             m.tier.to_string(),
-            match m.oracle.kind {
-                OracleKind::External => "external".into(),
-                OracleKind::InCrate => "in-crate".into(),
+            format!(
+                "{}{}",
+                match m.oracle.kind {
+                    OracleKind::External => "external",
+                    OracleKind::InCrate => "in-crate",
+                },
+                if m.oracle.seeded { ", seeded" } else { "" }
+            ),
+            match caught.get(&m.id) {
+                Some((caught, tried)) => format!("{} ({caught}/{tried} caught)", m.decoys.len()),
+                None => m.decoys.len().to_string(),
             },
             m.summary.clone(),
         ]);
@@ -43,7 +65,7 @@ pub fn table(cases: &[&CaseManifest]) -> Table {
 
 /// `readme` with the text between the markers replaced by the table; `None` if a marker is
 /// missing.
-pub fn with_table(readme: &str, cases: &[&CaseManifest]) -> Option<String> {
+pub fn with_table(readme: &str, cases: &[&CaseManifest], caught: &DecoysCaught) -> Option<String> {
     let start = readme.find(README_START)? + README_START.len();
     let end = readme.find(README_END)?;
     if end < start {
@@ -52,7 +74,7 @@ pub fn with_table(readme: &str, cases: &[&CaseManifest]) -> Option<String> {
     Some(format!(
         "{}\n\n{}\n{}",
         &readme[..start],
-        table(cases).to_markdown(),
+        table(cases, caught).to_markdown(),
         &readme[end..]
     ))
 }

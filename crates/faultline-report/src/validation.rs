@@ -13,6 +13,7 @@ pub fn table(report: &ValidationReport) -> Table {
         "buggy fails",
         "gold passes",
         "regression",
+        "decoys caught",
         "symptom tok",
         "bundle tok",
         "leaks",
@@ -49,6 +50,8 @@ fn row(c: &CaseValidation, k: u32) -> Vec<String> {
             regression(c.buggy.as_ref()),
             regression(c.gold.as_ref())
         ),
+        c.decoys_caught()
+            .map_or("-".into(), |(caught, tried)| format!("{caught}/{tried}")),
         s.map_or("-".into(), |s| s.symptom_tokens.to_string()),
         s.map_or("-".into(), |s| {
             format!("{} in {}", s.bundle_tokens, s.bundle_files)
@@ -99,8 +102,10 @@ pub fn markdown(report: &ValidationReport) -> String {
     ));
     out.push_str(
         "Columns: *buggy fails* counts oracle runs that failed on the buggy version, *gold passes* \
-         runs that passed with the gold patch; *regression* is the crate's own tests on buggy / gold \
-         (tests passed); token counts use the o200k encoding; *names fn* says whether the symptom \
+         runs that passed with the gold patch (the case's minimal fix); *regression* is the crate's \
+         own tests on buggy / gold (tests passed); *decoys caught* counts the curator's \
+         symptom-suppressing patches that the oracle failed in every run or the regression tests \
+         caught, out of the case's decoys (`-`: validated before decoys existed); token counts use the o200k encoding; *names fn* says whether the symptom \
          names a function that holds a labeled block.\n\n",
     );
     out.push_str(&table(report).to_markdown());
@@ -164,6 +169,8 @@ mod tests {
             static_checks: None,
             buggy: None,
             gold: None,
+            minimal_fix: None,
+            decoys: None,
             prepare_secs: 0.0,
             wall_secs: secs,
             case_sha256: None,

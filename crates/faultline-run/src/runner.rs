@@ -9,6 +9,7 @@ use faultline_agent::baselines::{self, Baseline};
 use faultline_agent::record::Recorder;
 use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, Templates, TrialEnv};
 use faultline_corpus::checks::static_checks;
+use faultline_corpus::curated::gold_patch;
 use faultline_corpus::gold::TreeDiff;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
 use faultline_grade::{GradeContext, grade_submission};
@@ -376,9 +377,11 @@ pub async fn run(
         let p = prepare(case, &data, &toolchain, &PrepareOptions::default())
             .await
             .with_context(|| format!("preparing {}", case.id()))?;
-        let (report, diff) = static_checks(case, &p.sources)?;
+        let (report, _) = static_checks(case, &p.sources)?;
         names_function.insert(case.id().to_string(), !report.symptom_names.is_empty());
-        gold.insert(case.id().to_string(), diff);
+        // The gold baseline submits the minimal fix, not the whole release.
+        let fix = gold_patch(case, &p.sources).with_context(|| format!("{}", case.id()))?;
+        gold.insert(case.id().to_string(), fix.diff);
         prepared.insert(case.id().to_string(), p);
     }
     for c in &cfg.cases {

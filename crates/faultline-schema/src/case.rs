@@ -25,6 +25,11 @@ pub struct CaseManifest {
     pub system: String,
     /// One line for the corpus table, in a user's words; never shown to agents.
     pub summary: String,
+    /// What the fix restores, beyond the symptom's one scenario (one or two sentences): the
+    /// property the oracle checks, so that a patch which only hides the symptom fails it.
+    /// Never shown to agents.
+    #[serde(default)]
+    pub property: Option<String>,
     /// What kind of failure this is.
     pub category: Category,
     /// Difficulty tier: 1 (hardest: spans nodes or needs an interleaving) to 3 (local, visible
@@ -39,9 +44,71 @@ pub struct CaseManifest {
     /// The crate's own tests that must keep passing.
     #[serde(default)]
     pub regression: RegressionSpec,
+    /// Patches that hide the symptom without fixing its cause (`decoys/<name>.diff`), each of
+    /// which the oracle or the regression tests must catch; never shown to agents.
+    #[serde(default)]
+    pub decoys: Vec<DecoySpec>,
     /// The labeled causal code blocks, in the buggy source.
     #[serde(default)]
     pub blocks: Vec<LabeledBlock>,
+}
+
+/// A symptom-suppressing patch kept with a case, to measure what its oracle can tell apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecoySpec {
+    /// Lowercase letters, digits and dashes, unique in the case; the patch is
+    /// `decoys/<name>.diff`.
+    pub name: String,
+    /// The kind of shortcut the patch takes.
+    pub class: DecoyClass,
+    /// What the patch suppresses and which part of the property it still breaks.
+    pub why: String,
+}
+
+/// The shortcuts a lazy repair takes instead of fixing a cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecoyClass {
+    /// Deletes the assertion, validation or panic that reports the symptom.
+    DropCheck,
+    /// Catches the panic or error and falls back to a default.
+    CatchAndFallback,
+    /// Turns the final error into success.
+    ErrorToSuccess,
+    /// Reports completion (a handle, a future, an acknowledgement) without doing the work.
+    ResolveEarly,
+    /// Caps, trims or filters the input so the symptom's scenario fits.
+    CapInput,
+    /// Ignores a whole class of messages, updates or events.
+    IgnoreUpdates,
+    /// Recognises the symptom's exact schedule (node ids, message count, values) and behaves
+    /// correctly only there.
+    SpecialCaseSchedule,
+    /// Any other shortcut; `why` says which.
+    Other,
+}
+
+impl DecoyClass {
+    /// The kebab-case name used in `case.toml` and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecoyClass::DropCheck => "drop-check",
+            DecoyClass::CatchAndFallback => "catch-and-fallback",
+            DecoyClass::ErrorToSuccess => "error-to-success",
+            DecoyClass::ResolveEarly => "resolve-early",
+            DecoyClass::CapInput => "cap-input",
+            DecoyClass::IgnoreUpdates => "ignore-updates",
+            DecoyClass::SpecialCaseSchedule => "special-case-schedule",
+            DecoyClass::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for DecoyClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The failure classes of the DDBench taxonomy.
@@ -267,6 +334,33 @@ impl CaseManifest {
                     "blocks[{i}]: file `{}` must be relative to the crate root",
                     block.file
                 ));
+            }
+        }
+        if self
+            .property
+            .as_deref()
+            .is_some_and(|p| p.trim().is_empty())
+        {
+            return bad(
+                "property is empty; state what the fix restores or leave the key out".into(),
+            );
+        }
+        let mut decoy_names = std::collections::BTreeSet::new();
+        for (i, decoy) in self.decoys.iter().enumerate() {
+            if !is_slug(&decoy.name) {
+                return bad(format!(
+                    "decoys[{i}]: name `{}` must be lowercase letters, digits and dashes",
+                    decoy.name
+                ));
+            }
+            if !decoy_names.insert(decoy.name.as_str()) {
+                return bad(format!(
+                    "decoys[{i}]: the name `{}` is used twice",
+                    decoy.name
+                ));
+            }
+            if decoy.why.trim().is_empty() {
+                return bad(format!("decoys[{i}] ({}): `why` is empty", decoy.name));
             }
         }
         if self.blocks.is_empty() {

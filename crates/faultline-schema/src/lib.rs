@@ -21,8 +21,8 @@ pub mod trajectory;
 pub mod validation;
 
 pub use case::{
-    CaseManifest, CaseParseError, Category, LabeledBlock, OracleKind, OracleSpec, Pin,
-    RegressionSpec, Source,
+    CaseManifest, CaseParseError, Category, DecoyClass, DecoySpec, LabeledBlock, OracleKind,
+    OracleSpec, Pin, RegressionSpec, Source,
 };
 pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};

@@ -44,8 +44,17 @@ pub struct CaseValidation {
     pub static_checks: Option<StaticReport>,
     /// Oracle runs on the buggy version.
     pub buggy: Option<VariantResult>,
-    /// Oracle runs with the gold patch applied.
+    /// Oracle runs with the gold patch applied: the case's minimal fix (`fix.diff`), or the
+    /// release diff for a case that has none (which is then a problem).
     pub gold: Option<VariantResult>,
+    /// Whether the gold patch was the case's minimal fix (absent in reports written before
+    /// minimal fixes existed).
+    #[serde(default)]
+    pub minimal_fix: Option<bool>,
+    /// Each decoy of the case, graded like the gold patch (absent in reports written before
+    /// decoys existed).
+    #[serde(default)]
+    pub decoys: Option<Vec<DecoyResult>>,
     /// Seconds spent preparing the workspace (near zero when it was already prepared).
     pub prepare_secs: f64,
     /// Seconds for the whole validation of this case.
@@ -74,6 +83,27 @@ impl CaseValidation {
             .as_ref()
             .map_or(0, |v| v.runs.iter().filter(|r| r.passed).count() as u32)
     }
+
+    /// Decoys caught every time, and decoys tried (`None` for reports from before decoys).
+    pub fn decoys_caught(&self) -> Option<(usize, usize)> {
+        self.decoys
+            .as_ref()
+            .map(|d| (d.iter().filter(|d| d.caught).count(), d.len()))
+    }
+}
+
+/// A decoy patch graded like the gold patch. It is caught when it builds and then every oracle
+/// run fails or the regression tests fail; one that does not build proves nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DecoyResult {
+    /// The decoy's name (`decoys/<name>.diff`).
+    pub name: String,
+    /// Its class, as in `case.toml`.
+    pub class: crate::case::DecoyClass,
+    /// Whether the oracle failed on every run or the regression tests failed.
+    pub caught: bool,
+    /// The oracle and regression results with the decoy applied.
+    pub result: VariantResult,
 }
 
 /// The checks of a case that need its sources but no build.

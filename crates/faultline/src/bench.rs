@@ -42,6 +42,18 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Validating a prepared case with its decoys, against validating it without them (same k):
+    /// what measuring the oracle's strength adds.
+    Validate {
+        /// The case id.
+        case: String,
+        /// Repetitions.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// Oracle runs per version.
+        #[arg(short, default_value_t = 5)]
+        k: u32,
+    },
     /// The manifest checks every grade makes of the grading template (before the copy and after
     /// the verdict), against a warm grade of the gold repair; and once, the content check that
     /// `prepare` makes.
@@ -64,8 +76,7 @@ async fn prepared_with_gold(
     faultline_corpus::gold::TreeDiff,
 )> {
     let prepared = prepare(case, &env.data, toolchain, &PrepareOptions::default()).await?;
-    let gold =
-        faultline_corpus::gold::diff_trees(&prepared.sources.buggy, &prepared.sources.fixed)?;
+    let gold = faultline_corpus::curated::gold_patch(case, &prepared.sources)?.diff;
     Ok((prepared, gold))
 }
 
@@ -126,6 +137,30 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 plain.push(t.elapsed().as_secs_f64());
             }
             report("prepare again", again, "warm cargo build --offline", plain);
+        }
+        BenchCommand::Validate { case, runs, k } => {
+            let case = get(&case)?;
+            prepare(&case, &env.data, &toolchain, &PrepareOptions::default()).await?;
+            let (mut with, mut without) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                for (decoys, times) in [(false, &mut without), (true, &mut with)] {
+                    let opts = faultline_grade::ValidateOptions {
+                        k,
+                        force_prepare: false,
+                        decoys,
+                    };
+                    let t = Instant::now();
+                    faultline_grade::validate_case(&case, &env.data, &toolchain, &opts).await?;
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            println!("{} decoys, k = {k}", case.manifest.decoys.len());
+            report(
+                "validate with decoys",
+                with,
+                "validate without them",
+                without,
+            );
         }
         BenchCommand::Oracle { case, runs } => {
             let case = get(&case)?;

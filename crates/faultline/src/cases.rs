@@ -136,10 +136,11 @@ fn list(
         .select(&selection(vec![], filter))
         .map_err(anyhow::Error::msg)?;
     let manifests: Vec<_> = cases.iter().map(|c| &c.manifest).collect();
+    let caught = recorded_decoys(&corpus.root)?;
     if write_readme {
         let path = corpus.root.join("README.md");
         let text = std::fs::read_to_string(&path)?;
-        let Some(new) = faultline_report::corpus::with_table(&text, &manifests) else {
+        let Some(new) = faultline_report::corpus::with_table(&text, &manifests, &caught) else {
             bail!("{} lacks the generated-table markers", path.display());
         };
         faultline_schema::io::write_atomic(&path, new.as_bytes())?;
@@ -150,7 +151,7 @@ fn list(
         println!("{}", serde_json::to_string_pretty(&manifests)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let t = faultline_report::corpus::table(&manifests);
+    let t = faultline_report::corpus::table(&manifests, &caught);
     if markdown {
         print!("{}", t.to_markdown());
     } else {
@@ -158,6 +159,17 @@ fn list(
         println!("{} cases", cases.len());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The decoy counts of the corpus's validation report, if it has one.
+fn recorded_decoys(root: &std::path::Path) -> Result<faultline_report::corpus::DecoysCaught> {
+    let path = root.join("VALIDATION.json");
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(Default::default());
+    };
+    let report: faultline_schema::validation::ValidationReport = serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    Ok(faultline_report::corpus::decoys_caught(&report))
 }
 
 fn show(env: &Env, id: &str) -> Result<ExitCode> {
@@ -197,6 +209,7 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     let opts = ValidateOptions {
         k: args.k,
         force_prepare: args.force_prepare,
+        decoys: true,
     };
     let mut results = Vec::new();
     for (i, case) in cases.iter().enumerate() {

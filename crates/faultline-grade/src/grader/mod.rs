@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime};
 
 /// Version of the grading rules; part of every grade-cache key, so a change of the rules never
 /// serves a grade made under the old ones. Bump it with every change to what a grade decides.
-pub const GRADER_VERSION: u32 = 5;
+pub const GRADER_VERSION: u32 = 6;
 
 /// What the grader needs to know about a case.
 #[derive(Debug, Clone, Copy)]

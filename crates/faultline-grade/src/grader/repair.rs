@@ -238,11 +238,13 @@ async fn repair_inner(
             ));
         }
     }
-    Ok((
-        Outcome::Pass,
-        "the oracle, the regression tests and the robustness seeds pass".into(),
-        details,
-    ))
+    let reason = if ctx.case.manifest.oracle.seeded {
+        "the oracle, the regression tests and the robustness seeds pass"
+    } else {
+        "the oracle and the regression tests pass (the oracle explores no schedules, so no \
+         further seeds were tried)"
+    };
+    Ok((Outcome::Pass, reason.into(), details))
 }
 
 /// The reason to stop at a resource limit: a run that did not pass and ran into one is decided

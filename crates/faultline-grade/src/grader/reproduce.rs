@@ -8,7 +8,7 @@ use crate::libtest::RunVerdict;
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::TemplateKind;
-use faultline_corpus::gold::diff_trees;
+use faultline_corpus::curated::gold_patch;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
 use faultline_schema::grade::ReproductionDetails;
 use faultline_schema::{Grade, GradingSettings, OracleKind, Outcome, Track};
@@ -86,7 +86,9 @@ async fn reproduction_inner(
     unreadable: Option<String>,
 ) -> Result<(Outcome, String, ReproductionDetails)> {
     let k = opts.reproduction_k;
-    let gold = diff_trees(&ctx.prepared.sources.buggy, &ctx.prepared.sources.fixed)?;
+    // Judged against the minimal fix: a test of another change shipped in the same release
+    // fails there, and so is not a reproducer of this bug.
+    let gold = gold_patch(ctx.case, &ctx.prepared.sources)?.diff;
     let mut harness = ReproHarness::Crate;
     let mut per_version = Vec::new();
     for with_gold in [false, true] {
