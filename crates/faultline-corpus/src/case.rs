@@ -1,6 +1,6 @@
 //! Loading cases from `corpus/<system>/<case-id>/` and selecting them.
 
-use faultline_schema::{CaseManifest, Category, OracleKind};
+use faultline_schema::{CaseManifest, Category, DecoySpec, OracleKind};
 use globset::Glob;
 use std::fmt;
 use std::fs;
@@ -44,6 +44,12 @@ impl fmt::Display for CaseError {
 }
 
 impl std::error::Error for CaseError {}
+
+/// The minimal fix's file name in the case directory.
+pub const MINIMAL_FIX_FILE: &str = "fix.diff";
+
+/// The directory of the decoy patches in the case directory.
+pub const DECOY_DIR: &str = "decoys";
 
 /// Maximum number of files in a bundle (DDBench: 1 to 3 short Markdown files).
 pub const MAX_BUNDLE_FILES: usize = 3;
@@ -159,7 +165,7 @@ impl Case {
                 });
             }
         }
-        let dir = self.dir.join(crate::curated::DECOY_DIR);
+        let dir = self.dir.join(DECOY_DIR);
         let Ok(entries) = fs::read_dir(&dir) else {
             return Ok(());
         };
@@ -176,6 +182,18 @@ impl Case {
             }
         }
         Ok(())
+    }
+
+    /// Where the case's minimal fix is, whether or not it exists.
+    pub fn minimal_fix_path(&self) -> PathBuf {
+        self.dir.join(MINIMAL_FIX_FILE)
+    }
+
+    /// Where a decoy's patch is.
+    pub fn decoy_path(&self, decoy: &DecoySpec) -> PathBuf {
+        self.dir
+            .join(DECOY_DIR)
+            .join(format!("{}.diff", decoy.name))
     }
 
     /// The case id.

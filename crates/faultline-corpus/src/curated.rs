@@ -4,20 +4,16 @@
 //! cannot stand in for the fix; and the decoys (`decoys/<name>.diff`), which hide the symptom
 //! without fixing its cause and which validation requires the oracle to catch.
 
+pub use crate::case::{DECOY_DIR, MINIMAL_FIX_FILE};
+
 use crate::case::Case;
 use crate::gold::{TreeDiff, diff_trees, is_source_path};
 use crate::store::CaseSources;
 use anyhow::{Context, Result, bail};
 use faultline_schema::DecoySpec;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// The minimal fix's file name in the case directory.
-pub const MINIMAL_FIX_FILE: &str = "fix.diff";
-
-/// The directory of the decoy patches in the case directory.
-pub const DECOY_DIR: &str = "decoys";
 
 /// The gold patch of a case and where it came from.
 #[derive(Debug, Clone)]
@@ -27,20 +23,6 @@ pub struct Gold {
     /// True when it is the case's minimal fix; false when the case has none and the whole
     /// release diff stands in (validation then reports a problem).
     pub minimal: bool,
-}
-
-impl Case {
-    /// Where the case's minimal fix is, whether or not it exists.
-    pub fn minimal_fix_path(&self) -> PathBuf {
-        self.dir.join(MINIMAL_FIX_FILE)
-    }
-
-    /// Where a decoy's patch is.
-    pub fn decoy_path(&self, decoy: &DecoySpec) -> PathBuf {
-        self.dir
-            .join(DECOY_DIR)
-            .join(format!("{}.diff", decoy.name))
-    }
 }
 
 /// The gold patch: the case's minimal fix when it has one, the release diff otherwise.

@@ -114,6 +114,39 @@ pub struct Prediction {
     /// faultline extra: attempt number (default 1).
     #[serde(default)]
     pub attempt: Option<u32>,
+    /// faultline extra: `repair` (default, `model_patch` is graded) or `reproduce` (`test_file`
+    /// is graded as the reproducer).
+    #[serde(default)]
+    pub track: Option<Track>,
+    /// faultline extra: the reproducer's test file, for the reproduce track.
+    #[serde(default)]
+    pub test_file: Option<String>,
+}
+
+impl Prediction {
+    /// The track this line is graded on, and its submission; an error says what the line lacks.
+    fn submission(&self) -> Result<(Track, Submission), String> {
+        match (self.track.unwrap_or(Track::Repair), &self.test_file) {
+            (Track::Repair, None) => Ok((
+                Track::Repair,
+                self.model_patch
+                    .clone()
+                    .map_or(Submission::None, Submission::Patch),
+            )),
+            (Track::Repair, Some(_)) => Err(
+                "`test_file` belongs to the reproduce track; add \"track\": \"reproduce\"".into(),
+            ),
+            (Track::Reproduce, Some(test)) => {
+                Ok((Track::Reproduce, Submission::Reproducer(test.clone())))
+            }
+            (Track::Reproduce, None) => {
+                Err("a reproduce-track line needs `test_file`, the reproducer's text".into())
+            }
+            (Track::Diagnose, _) => {
+                Err("diagnoses cannot be imported; only repair and reproduce".into())
+            }
+        }
+    }
 }
 
 /// Turns a predictions file into a graded run in `out`. Returns the number of trials.
@@ -135,6 +168,9 @@ pub async fn import_predictions(
     {
         let p: Prediction = serde_json::from_str(line)
             .with_context(|| format!("{}:{}: not a prediction", predictions.display(), i + 1))?;
+        if let Err(why) = p.submission() {
+            bail!("{}:{}: {why}", predictions.display(), i + 1);
+        }
         if corpus.get(&p.instance_id).is_none() {
             bail!(
                 "{}:{}: unknown case `{}`",
@@ -173,7 +209,14 @@ pub async fn import_predictions(
         seed: 0,
         attempts: preds.iter().filter_map(|p| p.attempt).max().unwrap_or(1),
         baseline_attempts: 1,
-        tracks: vec![Track::Repair],
+        tracks: [Track::Repair, Track::Reproduce]
+            .into_iter()
+            .filter(|t| {
+                preds
+                    .iter()
+                    .any(|p| p.submission().is_ok_and(|(pt, _)| pt == *t))
+            })
+            .collect(),
         conditions: Condition::ALL.to_vec(),
         cases: locked_cases(
             cases
@@ -196,11 +239,12 @@ pub async fn import_predictions(
         let condition = p.condition.unwrap_or(Condition::Symptom);
         let attempt = p.attempt.unwrap_or(1);
         let agent = agent_name(&p.model_name_or_path);
-        let trial_id = format!("{agent}/{}/repair/{condition}/{attempt}", p.instance_id);
+        let (track, submission) = p.submission().map_err(anyhow::Error::msg)?;
+        let trial_id = format!("{agent}/{}/{track}/{condition}/{attempt}", p.instance_id);
         let planned = PlannedTrial {
             agent: 0,
             case: 0,
-            track: Track::Repair,
+            track,
             condition,
             attempt,
             seed: trial_seed(0, &trial_id),
@@ -212,7 +256,7 @@ pub async fn import_predictions(
             schema_version: TASK_SCHEMA_VERSION,
             trial_id: trial_id.clone(),
             case_id: p.instance_id.clone(),
-            track: Track::Repair,
+            track,
             condition,
             attempt,
             seed: planned.seed,
@@ -221,10 +265,6 @@ pub async fn import_predictions(
             limits: Limits::default(),
         };
         dir.write_task(&task)?;
-        let submission = match &p.model_patch {
-            Some(patch) => Submission::Patch(patch.clone()),
-            None => Submission::None,
-        };
         dir.write_submission(&submission)?;
         let info = AgentInfo {
             kind: AgentKind::Imported,
@@ -242,8 +282,7 @@ pub async fn import_predictions(
             data,
             toolchain,
         };
-        let grade =
-            grade_submission(&ctx, &trial_id, Track::Repair, &submission, opts, true).await?;
+        let grade = grade_submission(&ctx, &trial_id, track, &submission, opts, true).await?;
         dir.write_grade(&grade)?;
         records.push(record(
             case,
