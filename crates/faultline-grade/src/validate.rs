@@ -1,6 +1,8 @@
 //! Case validation: a case is admitted only if its oracle fails on the buggy version k times out
-//! of k, passes with the gold patch k times out of k, its regression tests pass on both, and
-//! its texts pass the static checks.
+//! of k, passes with the gold patch k times out of k, its regression tests pass on both, its
+//! texts pass the static checks, and its bundle generator prints the bundle ([`bundle`]).
+
+mod bundle;
 
 use crate::libtest::RunVerdict;
 use crate::verdict::{Judged, VerdictPlan, fresh_seed, judge_regression, run_oracle};
@@ -63,6 +65,7 @@ pub async fn validate_case(
         static_checks: None,
         buggy: None,
         gold: None,
+        bundle: None,
         prepare_secs: 0.0,
         wall_secs: 0.0,
         case_sha256: Some(case.content_sha256()?),
@@ -92,6 +95,10 @@ pub async fn validate_case(
     let (checks, gold) = static_checks(case, &prepared.sources)?;
     report.problems.extend(checks.problems.iter().cloned());
     report.static_checks = Some(checks);
+    let (bundle, bundle_problems) =
+        bundle::check_bundle(case, &prepared, data, toolchain).await?;
+    report.problems.extend(bundle_problems);
+    report.bundle = Some(bundle);
 
     let buggy = run_variant(
         case,

@@ -17,6 +17,7 @@ pub fn table(report: &ValidationReport) -> Table {
         "bundle tok",
         "leaks",
         "names fn",
+        "bundle",
         "secs",
         "validated",
         "result",
@@ -67,6 +68,9 @@ fn row(c: &CaseValidation, k: u32) -> Vec<String> {
                 "yes".into()
             }
         }),
+        c.bundle
+            .as_ref()
+            .map_or("-".into(), |b| b.status.name().to_string()),
         format!("{:.0}", c.wall_secs),
         c.validated_at
             .as_deref()
@@ -101,7 +105,9 @@ pub fn markdown(report: &ValidationReport) -> String {
         "Columns: *buggy fails* counts oracle runs that failed on the buggy version, *gold passes* \
          runs that passed with the gold patch; *regression* is the crate's own tests on buggy / gold \
          (tests passed); token counts use the o200k encoding; *names fn* says whether the symptom \
-         names a function that holds a labeled block.\n\n",
+         names a function that holds a labeled block; *bundle* says whether the bundle's generator, \
+         run on the buggy version, printed the committed bundle exactly (reproduced, drifts or \
+         failed).\n\n",
     );
     out.push_str(&table(report).to_markdown());
     let failing: Vec<_> = report.cases.iter().filter(|c| !c.passed).collect();
@@ -164,6 +170,7 @@ mod tests {
             static_checks: None,
             buggy: None,
             gold: None,
+            bundle: None,
             prepare_secs: 0.0,
             wall_secs: secs,
             case_sha256: None,
