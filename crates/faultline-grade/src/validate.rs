@@ -95,8 +95,7 @@ pub async fn validate_case(
     let (checks, gold) = static_checks(case, &prepared.sources)?;
     report.problems.extend(checks.problems.iter().cloned());
     report.static_checks = Some(checks);
-    let (bundle, bundle_problems) =
-        bundle::check_bundle(case, &prepared, data, toolchain).await?;
+    let (bundle, bundle_problems) = bundle::check_bundle(case, &prepared, data, toolchain).await?;
     report.problems.extend(bundle_problems);
     report.bundle = Some(bundle);
 

@@ -8,6 +8,7 @@
 //! directory, so a generator's `#[path = "../../../oracle/tests/x.rs"]` finds the oracle's
 //! scenario wherever the copy lives.
 
+use super::copy::copy_preserving;
 use super::isolation::{check_single_subject, check_vendor};
 use super::layout::DataDir;
 use super::prepared::PreparedCase;
@@ -45,7 +46,11 @@ pub fn generator_dir(case: &Case) -> PathBuf {
 /// Makes (or finds, when its inputs are unchanged) the vendored dependencies of the case's
 /// generator. A generator that is no cargo package, has no lockfile, or whose dependencies
 /// cannot be resolved or bring another copy of the subject is a [`GeneratorUnusable`] error.
-pub fn generator_deps(case: &Case, prepared: &PreparedCase, data: &DataDir) -> Result<GeneratorDeps> {
+pub fn generator_deps(
+    case: &Case,
+    prepared: &PreparedCase,
+    data: &DataDir,
+) -> Result<GeneratorDeps> {
     let package = generator_dir(case);
     let manifest = fs::read_to_string(package.join("Cargo.toml")).map_err(|_| {
         GeneratorUnusable(format!(
@@ -70,7 +75,9 @@ pub fn generator_deps(case: &Case, prepared: &PreparedCase, data: &DataDir) -> R
         .truncate(false)
         .write(true)
         .open(dir.with_extension("lock"))?;
-    lock_file.lock().context("locking the generator's directory")?;
+    lock_file
+        .lock()
+        .context("locking the generator's directory")?;
 
     let mut h = Sha256::new();
     h.update(prepared.stamp.manifest_sha256.as_bytes());
@@ -101,11 +108,7 @@ pub fn generator_deps(case: &Case, prepared: &PreparedCase, data: &DataDir) -> R
 /// Resolves and vendors the generator's dependencies into `staging`, as preparation does for
 /// an external oracle, against a copy of the buggy crate's sources (cargo runs nowhere in a
 /// template).
-fn vendor_generator(
-    prepared: &PreparedCase,
-    package: &Path,
-    staging: &Path,
-) -> Result<()> {
+fn vendor_generator(prepared: &PreparedCase, package: &Path, staging: &Path) -> Result<()> {
     let name = &prepared.stamp.crate_name;
     let ws = staging.join("crate");
     copy_tree(&prepared.stamp.agent.workspace, &ws, &|rel| {
@@ -123,6 +126,7 @@ fn vendor_generator(
     vendor_package(&generator, &vendor, Some(&patch))
         .map_err(|e| unusable("its dependencies cannot be vendored", e))?;
     check_vendor(&vendor, name).map_err(|e| unusable("its dependencies", e))?;
+    keep_template_times(&vendor, &prepared.stamp.agent.vendor)?;
     write_cargo_config(&staging.join("cargo"), name, true)?;
     fs::rename(generator.join("Cargo.lock"), staging.join("Cargo.lock"))?;
     fs::remove_dir_all(&generator)?;
@@ -140,4 +144,21 @@ pub fn stage(case: &Case, deps: &GeneratorDeps, dest: &Path) -> Result<PathBuf> 
     copy_tree(&case.oracle_dir(), &dest.join("oracle"), &not_built)?;
     fs::copy(&deps.lock, generator.join("Cargo.lock"))?;
     Ok(generator)
+}
+
+/// Replaces each vendored package that the agent template vendored too (the same directory,
+/// the same checksums) by a copy of the template's that keeps its modification times. cargo
+/// re-runs a build script whose watched files look newer than its last run, so freshly written
+/// sources would rebuild, in every check, packages the template's warm build already holds.
+fn keep_template_times(vendor: &Path, template_vendor: &Path) -> Result<()> {
+    for entry in fs::read_dir(vendor).with_context(|| format!("reading {}", vendor.display()))? {
+        let ours = entry?.path();
+        let theirs = template_vendor.join(ours.file_name().expect("a directory entry"));
+        let checksums = |dir: &Path| fs::read(dir.join(".cargo-checksum.json")).ok();
+        if theirs.is_dir() && checksums(&ours).is_some() && checksums(&ours) == checksums(&theirs) {
+            fs::remove_dir_all(&ours)?;
+            copy_preserving(&theirs, &ours)?;
+        }
+    }
+    Ok(())
 }

@@ -76,14 +76,20 @@ impl DataDir {
     /// and a per-installation salt: host paths of mounts are visible inside a sandbox (in
     /// `/proc/self/mountinfo`), and a case id describes the bug.
     pub fn workspace_dir(&self, case_id: &str) -> Result<PathBuf> {
-        Ok(self.root.join("workspaces").join(self.opaque_name(case_id)?))
+        Ok(self
+            .root
+            .join("workspaces")
+            .join(self.opaque_name(case_id)?))
     }
 
     /// The directory where validation keeps what a case's bundle generator builds with (see
     /// [`super::generator`]), named like the workspace's and kept apart from it: no template
     /// holds it, and preparing a case never waits for it.
     pub fn generator_dir(&self, case_id: &str) -> Result<PathBuf> {
-        Ok(self.root.join("generators").join(self.opaque_name(case_id)?))
+        Ok(self
+            .root
+            .join("generators")
+            .join(self.opaque_name(case_id)?))
     }
 
     fn opaque_name(&self, case_id: &str) -> Result<String> {

@@ -100,7 +100,10 @@ async fn build_and_compare(
         .prefix("generator-")
         .tempdir_in(data.scratch()?)?;
     let workspace = scratch.path().join("workspace");
-    copy_preserving(&prepared.template(TemplateKind::Agent).workspace, &workspace)?;
+    copy_preserving(
+        &prepared.template(TemplateKind::Agent).workspace,
+        &workspace,
+    )?;
     let staged = scratch.path().join("case");
     let generator = stage(case, &deps, &staged)?;
     let template = Template {
@@ -298,6 +301,9 @@ mod tests {
         let shown = first_difference(b"a\nb\n", &printed("a\nb")).unwrap();
         assert!(shown.contains("line 2"), "{shown}");
         let shown = first_difference(b"a\n", &printed("a\nmore\n")).unwrap();
-        assert!(shown.contains("line 2") && shown.contains("(end of file)"), "{shown}");
+        assert!(
+            shown.contains("line 2") && shown.contains("(end of file)"),
+            "{shown}"
+        );
     }
 }
