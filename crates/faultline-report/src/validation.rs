@@ -203,6 +203,22 @@ mod tests {
     }
 
     #[test]
+    fn the_bundle_column_shows_what_the_generator_check_found() {
+        let mut drifted = case("a", 1.0);
+        drifted.bundle = Some(faultline_schema::validation::BundleCheck {
+            status: faultline_schema::validation::BundleStatus::Drifts,
+            drifted: vec!["trace.md".into()],
+            reason: None,
+            build_secs: 1.0,
+            secs: 2.0,
+        });
+        let t = table(&report(5, vec![drifted, case("b", 1.0)]));
+        let column = t.header.iter().position(|h| h == "bundle").unwrap();
+        assert_eq!(t.rows[0][column], "drifts");
+        assert_eq!(t.rows[1][column], "-");
+    }
+
+    #[test]
     fn reports_with_different_k_do_not_merge() {
         let err = merge(report(5, vec![]), report(3, vec![]), &BTreeSet::new()).unwrap_err();
         assert!(err.contains("-k"), "{err}");
