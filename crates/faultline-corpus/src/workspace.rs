@@ -12,10 +12,12 @@
 //!    share ([`copy`]);
 //! 5. record the stamp and the manifest that later uses check ([`prepared`]).
 //!
-//! Where all of it lives, on the host and in the sandbox, is [`layout`].
+//! Where all of it lives, on the host and in the sandbox, is [`layout`]. Validation alone builds
+//! a case's bundle generator, with dependencies of its own ([`generator`]).
 
 pub mod build;
 pub mod copy;
+pub mod generator;
 pub mod isolation;
 pub mod layout;
 pub mod prepared;

@@ -1,8 +1,10 @@
 //! Case validation: a case is admitted only if its oracle fails on the buggy version k times out
 //! of k, passes with the gold patch (its minimal fix) k times out of k, its regression tests
 //! pass on both, each of its decoys is caught k times out of k ([`decoys`]), it states the
-//! property its oracle checks, and its texts pass the static checks.
+//! property its oracle checks, its texts pass the static checks, and its bundle generator prints
+//! the bundle ([`bundle`]).
 
+mod bundle;
 mod decoys;
 
 use crate::libtest::RunVerdict;
@@ -79,6 +81,7 @@ pub async fn validate_case(
         gold: None,
         minimal_fix: None,
         decoys: None,
+        bundle: None,
         prepare_secs: 0.0,
         wall_secs: 0.0,
         case_sha256: Some(case.content_sha256()?),
@@ -120,6 +123,9 @@ pub async fn validate_case(
         }
     };
     report.minimal_fix = Some(gold.minimal);
+    let (bundle, bundle_problems) = bundle::check_bundle(case, &prepared, data, toolchain).await?;
+    report.problems.extend(bundle_problems);
+    report.bundle = Some(bundle);
 
     let buggy = run_variant(
         case,

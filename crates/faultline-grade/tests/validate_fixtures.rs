@@ -5,7 +5,7 @@
 use faultline_corpus::{Case, DataDir};
 use faultline_grade::{ValidateOptions, validate_case};
 use faultline_sandbox::Toolchain;
-use faultline_schema::validation::CaseValidation;
+use faultline_schema::validation::{BundleStatus, CaseValidation};
 use faultline_testkit::fixture_case;
 use std::fs;
 use std::path::Path;
@@ -21,13 +21,20 @@ fn write_case(root: &Path, id: &str, edit: impl FnOnce(&Path)) -> Case {
 }
 
 async fn validate(case: &Case, data: &Path) -> CaseValidation {
+    validate_k(case, data, ValidateOptions::default().k).await
+}
+
+/// Validation with `k` oracle runs per version, for tests about something else than the oracle.
+async fn validate_k(case: &Case, data: &Path, k: u32) -> CaseValidation {
     let data = DataDir {
         root: data.to_owned(),
     };
     let toolchain = Toolchain::detect().unwrap();
-    validate_case(case, &data, &toolchain, &ValidateOptions::default())
-        .await
-        .unwrap()
+    let opts = ValidateOptions {
+        k,
+        ..ValidateOptions::default()
+    };
+    validate_case(case, &data, &toolchain, &opts).await.unwrap()
 }
 
 fn problems(v: &CaseValidation) -> String {
@@ -57,6 +64,9 @@ async fn a_good_case_passes() {
     );
     assert_eq!(v.minimal_fix, Some(true));
     assert_eq!(v.decoys_caught(), Some((2, 2)));
+    let bundle = v.bundle.unwrap();
+    assert_eq!(bundle.status, BundleStatus::Reproduced, "{bundle:?}");
+    assert!(bundle.build_secs > 0.0 && bundle.secs >= bundle.build_secs);
 }
 
 #[tokio::test]
@@ -124,6 +134,47 @@ fn decoy_files_and_declarations_must_match() {
         format!("{err:#}").contains("the decoy `take-theirs` declared in case.toml has no patch"),
         "{err:#}"
     );
+}
+
+#[tokio::test]
+async fn a_bundle_that_drifted_from_its_generator_is_rejected() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-bundle-drifts", |dir| {
+        let edited = TRACE.replace("| 2 | 6 | 6 |", "| 2 | 6 | 7 |");
+        fs::write(dir.join("context/state.md"), edited).unwrap();
+    });
+    let v = validate_k(&case, &root.path().join("data"), 1).await;
+    assert!(!v.passed);
+    let bundle = v.bundle.as_ref().unwrap();
+    assert_eq!(bundle.status, BundleStatus::Drifts, "{bundle:?}");
+    assert_eq!(bundle.drifted, ["state.md"]);
+    let p = problems(&v);
+    assert!(
+        p.contains("context/state.md is not what its generator prints"),
+        "{p}"
+    );
+    assert!(p.contains("First difference at line 7"), "{p}");
+    assert!(p.contains("\"| 2 | 6 | 7 |\\n\""), "{p}");
+    assert!(p.contains("\"| 2 | 6 | 6 |\\n\""), "{p}");
+}
+
+#[tokio::test]
+async fn a_generator_that_does_not_build_is_rejected() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-generator-broken", |dir| {
+        let main = dir.join("context/generator/src/main.rs");
+        let text = fs::read_to_string(&main)
+            .unwrap()
+            .replace("scenario::exchange(2,", "scenario::exchange_states(2,");
+        fs::write(main, text).unwrap();
+    });
+    let v = validate_k(&case, &root.path().join("data"), 1).await;
+    assert!(!v.passed);
+    let bundle = v.bundle.as_ref().unwrap();
+    assert_eq!(bundle.status, BundleStatus::Failed, "{bundle:?}");
+    let p = problems(&v);
+    assert!(p.contains("the bundle generator does not build"), "{p}");
+    assert!(p.contains("exchange_states"), "{p}");
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@ pub fn table(report: &ValidationReport) -> Table {
         "bundle tok",
         "leaks",
         "names fn",
+        "bundle",
         "secs",
         "validated",
         "result",
@@ -70,6 +71,9 @@ fn row(c: &CaseValidation, k: u32) -> Vec<String> {
                 "yes".into()
             }
         }),
+        c.bundle
+            .as_ref()
+            .map_or("-".into(), |b| b.status.name().to_string()),
         format!("{:.0}", c.wall_secs),
         c.validated_at
             .as_deref()
@@ -105,8 +109,10 @@ pub fn markdown(report: &ValidationReport) -> String {
          runs that passed with the gold patch (the case's minimal fix); *regression* is the crate's \
          own tests on buggy / gold (tests passed); *decoys caught* counts the curator's \
          symptom-suppressing patches that the oracle failed in every run or the regression tests \
-         caught, out of the case's decoys (`-`: validated before decoys existed); token counts use the o200k encoding; *names fn* says whether the symptom \
-         names a function that holds a labeled block.\n\n",
+         caught, out of the case's decoys (`-`: validated before decoys existed); token counts use \
+         the o200k encoding; *names fn* says whether the symptom names a function that holds a \
+         labeled block; *bundle* says whether the bundle's generator, run on the buggy version, \
+         printed the committed bundle exactly (reproduced, drifts or failed).\n\n",
     );
     out.push_str(&table(report).to_markdown());
     let failing: Vec<_> = report.cases.iter().filter(|c| !c.passed).collect();
@@ -171,6 +177,7 @@ mod tests {
             gold: None,
             minimal_fix: None,
             decoys: None,
+            bundle: None,
             prepare_secs: 0.0,
             wall_secs: secs,
             case_sha256: None,
@@ -200,6 +207,22 @@ mod tests {
             .map(|c| (c.case_id.as_str(), c.wall_secs))
             .collect();
         assert_eq!(rows, [("a", 1.0), ("b", 2.0), ("c", 3.0)]);
+    }
+
+    #[test]
+    fn the_bundle_column_shows_what_the_generator_check_found() {
+        let mut drifted = case("a", 1.0);
+        drifted.bundle = Some(faultline_schema::validation::BundleCheck {
+            status: faultline_schema::validation::BundleStatus::Drifts,
+            drifted: vec!["trace.md".into()],
+            reason: None,
+            build_secs: 1.0,
+            secs: 2.0,
+        });
+        let t = table(&report(5, vec![drifted, case("b", 1.0)]));
+        let column = t.header.iter().position(|h| h == "bundle").unwrap();
+        assert_eq!(t.rows[0][column], "drifts");
+        assert_eq!(t.rows[1][column], "-");
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct CaseValidation {
     /// decoys existed).
     #[serde(default)]
     pub decoys: Option<Vec<DecoyResult>>,
+    /// Whether the bundle generator reproduced the committed bundle (absent in reports written
+    /// before it was checked, or when the case could not be prepared).
+    #[serde(default)]
+    pub bundle: Option<BundleCheck>,
     /// Seconds spent preparing the workspace (near zero when it was already prepared).
     pub prepare_secs: f64,
     /// Seconds for the whole validation of this case.
@@ -154,6 +158,47 @@ pub enum LeakKind {
     UpstreamReference,
     /// A quoted string found on a line the fix rewrites.
     QuoteLocatesFix,
+}
+
+/// The bundle generator (`context/generator/`) built against the buggy version and run once per
+/// bundle file, its output compared byte for byte with the committed file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BundleCheck {
+    /// What the comparison found.
+    pub status: BundleStatus,
+    /// The bundle files (`context/<file>`) whose generated text differs from the committed one.
+    #[serde(default)]
+    pub drifted: Vec<String>,
+    /// Why the generator could not be built or run, when it could not.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Seconds to build the generator (vendoring its dependencies included).
+    pub build_secs: f64,
+    /// Seconds for the whole check.
+    pub secs: f64,
+}
+
+/// What the bundle check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BundleStatus {
+    /// The generator printed every bundle file exactly.
+    Reproduced,
+    /// The generator ran, and at least one file differs from what it printed.
+    Drifts,
+    /// The generator is missing, does not build, or exited with an error.
+    Failed,
+}
+
+impl BundleStatus {
+    /// The status as the report writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BundleStatus::Reproduced => "reproduced",
+            BundleStatus::Drifts => "drifts",
+            BundleStatus::Failed => "failed",
+        }
+    }
 }
 
 /// Oracle and regression results for one version of the code.

@@ -76,12 +76,26 @@ impl DataDir {
     /// and a per-installation salt: host paths of mounts are visible inside a sandbox (in
     /// `/proc/self/mountinfo`), and a case id describes the bug.
     pub fn workspace_dir(&self, case_id: &str) -> Result<PathBuf> {
-        let salt = self.salt()?;
-        let digest = Sha256::digest(format!("{salt}:{case_id}").as_bytes());
         Ok(self
             .root
             .join("workspaces")
-            .join(&hex::encode(digest)[..16]))
+            .join(self.opaque_name(case_id)?))
+    }
+
+    /// The directory where validation keeps what a case's bundle generator builds with (see
+    /// [`super::generator`]), named like the workspace's and kept apart from it: no template
+    /// holds it, and preparing a case never waits for it.
+    pub fn generator_dir(&self, case_id: &str) -> Result<PathBuf> {
+        Ok(self
+            .root
+            .join("generators")
+            .join(self.opaque_name(case_id)?))
+    }
+
+    fn opaque_name(&self, case_id: &str) -> Result<String> {
+        let salt = self.salt()?;
+        let digest = Sha256::digest(format!("{salt}:{case_id}").as_bytes());
+        Ok(hex::encode(digest)[..16].to_string())
     }
 
     /// A random value created once per data directory.

@@ -116,19 +116,33 @@ pub(super) fn depends_back_on(lock: &Path, name: &str) -> Result<bool> {
 /// Vendors every locked dependency of the crate at `ws` into `vendor`, with the subject patched
 /// to the workspace when `self_patch`.
 pub(super) fn vendor(ws: &Path, vendor: &Path, name: &str, self_patch: bool) -> Result<()> {
-    let mut args = vec![
-        "vendor".to_string(),
-        "--locked".into(),
-        "--versioned-dirs".into(),
-    ];
-    if self_patch {
-        args.extend(["--config".into(), patch_to(name, ws)]);
+    let patch = self_patch.then(|| patch_to(name, ws));
+    vendor_package(ws, vendor, patch.as_deref()).context("vendoring the crate's dependencies")
+}
+
+/// Vendors every locked dependency of the package at `dir` into `vendor`, with `patch` (see
+/// [`patch_to`]) applied when given.
+pub(super) fn vendor_package(dir: &Path, vendor: &Path, patch: Option<&str>) -> Result<()> {
+    let vendor_arg = vendor.to_string_lossy();
+    let mut args = vec!["vendor", "--locked", "--versioned-dirs"];
+    if let Some(p) = patch {
+        args.extend(["--config", p]);
     }
-    args.push(vendor.to_string_lossy().into_owned());
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    host_cargo(ws, &argv).context("vendoring the crate's dependencies")?;
+    args.push(&vendor_arg);
+    host_cargo(dir, &args)?;
     // cargo creates no directory when there is nothing to vendor.
     fs::create_dir_all(vendor)?;
+    Ok(())
+}
+
+/// Points the committed lockfile of the package at `dir` at the workspace's copy of the subject
+/// (`patch`, see [`patch_to`]): a lockfile resolved against the registry names the registry's
+/// copy, and cargo rewrites that one entry, keeping every other locked version.
+pub(super) fn repoint_lock(dir: &Path, patch: &str) -> Result<()> {
+    host_cargo(
+        dir,
+        &["metadata", "--format-version", "1", "--config", patch],
+    )?;
     Ok(())
 }
 
