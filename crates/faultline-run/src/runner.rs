@@ -380,7 +380,7 @@ pub async fn run(
         let (report, _) = static_checks(case, &p.sources)?;
         names_function.insert(case.id().to_string(), !report.symptom_names.is_empty());
         // The gold baseline submits the minimal fix, not the whole release.
-        let fix = gold_patch(case, &p.sources).with_context(|| format!("{}", case.id()))?;
+        let fix = gold_patch(case, &p.sources).with_context(|| case.id().to_string())?;
         gold.insert(case.id().to_string(), fix.diff);
         prepared.insert(case.id().to_string(), p);
     }
