@@ -19,6 +19,7 @@ use faultline_corpus::{
 use faultline_sandbox::{LimitHit, Toolchain};
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Options for validating cases.
@@ -278,11 +279,11 @@ pub async fn run_variant(
     }
     let build_started = Instant::now();
     let mut built = bench.build(&targets).await?;
-    // Grading falls back to the fixed version's tests when the buggy ones no longer compile
-    // against a patch; validation does the same with the gold patch.
+    // Grading falls back to the fixed release's tests when the buggy ones no longer compile
+    // against a patch; validation does the same with the gold patch and the decoys.
     if variant != Variant::Buggy
         && built.as_ref().is_err_and(|f| !f.timed_out)
-        && swap_tests(&bench, patch, |f| f.new.as_deref())?
+        && swap_tests_from_release(&bench, patch, &prepared.sources.fixed)?
     {
         plan.inject(&bench)?;
         built = bench.build(&targets).await?;
@@ -440,6 +441,20 @@ fn swap_tests(
             continue;
         };
         swapped |= bench.take_tests_from(&file.path, reference)?;
+    }
+    Ok(swapped)
+}
+
+/// Gives every file the patch changes the test items of the fixed release's version of that
+/// file, as grading does when the buggy version's tests no longer compile against a patch (the
+/// minimal fix keeps the buggy tests, so its own text would not help); whether any file changed.
+fn swap_tests_from_release(bench: &Workbench, patch: &TreeDiff, fixed: &Path) -> Result<bool> {
+    let mut swapped = false;
+    for file in &patch.files {
+        let Ok(reference) = std::fs::read_to_string(fixed.join(&file.path)) else {
+            continue;
+        };
+        swapped |= bench.take_tests_from(&file.path, &reference)?;
     }
     Ok(swapped)
 }

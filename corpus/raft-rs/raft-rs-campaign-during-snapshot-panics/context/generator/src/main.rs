@@ -102,7 +102,16 @@ impl Cluster {
     }
 }
 
+/// The bundle's heading and setup, printed before the run.
+const HEADER: &str = "# Follower caught up by snapshot, then asked to campaign
+
+raft 0.4.0, three `RawNode`s on `MemStorage`, election_tick 10, heartbeat_tick 1, no pre_vote, no
+check_quorum. Every `Ready` is persisted (snapshot, entries, hard state), its messages sent, then
+`advance` is called. Produced by `generator/` (raft log output off).
+";
+
 fn main() {
+    println!("{HEADER}");
     panic::set_hook(Box::new(|info| {
         println!("- node 3's thread panicked (payload: {:?})",
             info.payload().downcast_ref::<String>().map(|s| s.rsplit(": ").next().unwrap_or("").to_string()));
