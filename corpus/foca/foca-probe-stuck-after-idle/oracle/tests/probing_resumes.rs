@@ -2,6 +2,10 @@
 //! down, going idle. B's process comes back under a renewed identity and announces itself to A.
 //! From then on A must keep probing B (a failure detector that silently stops probing can never
 //! notice B dying again).
+//!
+//! B may also come back under the same identity once A has forgotten it: the probe A was in
+//! the middle of when it went idle must not count against B then, so A never suspects B while
+//! B answers every ping.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -76,6 +80,8 @@ struct Sim {
     procs: [Option<Agent>; 2],
     /// (time, message) of every packet A sent to B's address
     a_to_b: Vec<(u64, Message<Node>)>,
+    /// (time, update) of every update about B's address, other than alive, that A sent to B
+    a_doubts_b: Vec<(u64, Member<Node>)>,
     timer_errors: Vec<(u64, u8, String)>,
     a_notifications: Vec<(u64, Notification<Node>)>,
 }
@@ -90,10 +96,21 @@ impl Sim {
     fn absorb(&mut self, from: u8, out: Outbox) {
         for (dst, data) in out.packets {
             if from == 1 && dst.addr == 2 {
-                let header: Header<Node> = BincodeCodec(bincode::DefaultOptions::new())
-                    .decode_header(&mut &data[..])
-                    .expect("A sends valid packets");
+                let mut codec = BincodeCodec(bincode::DefaultOptions::new());
+                let mut rest = &data[..];
+                let header: Header<Node> =
+                    codec.decode_header(&mut rest).expect("A sends valid packets");
                 self.a_to_b.push((self.now, header.message));
+                if rest.len() >= 2 {
+                    let count = u16::from_be_bytes([rest[0], rest[1]]);
+                    rest = &rest[2..];
+                    for _ in 0..count {
+                        let m: Member<Node> = codec.decode_member(&mut rest).expect("valid update");
+                        if m.id().addr == 2 && m.state() != foca::State::Alive {
+                            self.a_doubts_b.push((self.now, m));
+                        }
+                    }
+                }
             }
             // 1 ms one-way latency
             self.push(self.now + 1, dst.addr, Event::Packet(data));
@@ -138,6 +155,16 @@ impl Sim {
 
 #[test]
 fn probing_resumes_after_the_cluster_comes_back() {
+    run(Node { addr: 2, generation: 1 }, 20_000);
+}
+
+#[test]
+fn same_identity_rejoins_without_being_suspected() {
+    run(Node { addr: 2, generation: 0 }, 45_000);
+}
+
+/// B dies at 5 s and comes back as `b_again` at `back_at` ms, announcing itself to A.
+fn run(b_again: Node, back_at: u64) {
     let a = Node { addr: 1, generation: 0 };
     let b = Node { addr: 2, generation: 0 };
     let mut sim = Sim {
@@ -152,6 +179,7 @@ fn probing_resumes_after_the_cluster_comes_back() {
         a_to_b: Vec::new(),
         timer_errors: Vec::new(),
         a_notifications: Vec::new(),
+        a_doubts_b: Vec::new(),
     };
 
     // t=0: A and B know each other.
@@ -165,7 +193,7 @@ fn probing_resumes_after_the_cluster_comes_back() {
 
     // t=5s: B's process dies.
     sim.procs[1] = None;
-    sim.run_until(20_000);
+    sim.run_until(back_at);
     assert!(
         sim.a_notifications.iter().any(|(_, n)| *n == Notification::Idle),
         "A should have declared B down and gone idle: {:?}",
@@ -174,7 +202,7 @@ fn probing_resumes_after_the_cluster_comes_back() {
     assert_eq!(0, sim.procs[0].as_ref().unwrap().num_members());
 
     // t=20s: B's process is back with a renewed identity and announces itself to A.
-    let b1 = Node { addr: 2, generation: 1 };
+    let b1 = b_again;
     let mut node_b1: Agent = Foca::new(b1, config(), SmallRng::seed_from_u64(3), BincodeCodec(bincode::DefaultOptions::new()));
     let mut out = Outbox::default();
     node_b1.announce(a, &mut out).unwrap();
@@ -182,7 +210,8 @@ fn probing_resumes_after_the_cluster_comes_back() {
     sim.absorb(2, out);
     let rejoined_at = sim.now;
     let sent_before = sim.a_to_b.len();
-    sim.run_until(40_000);
+    let doubts_before = sim.a_doubts_b.len();
+    sim.run_until(back_at + 20_000);
 
     assert_eq!(1, sim.procs[0].as_ref().unwrap().num_members(), "A lists B again");
     // 20 s of operation with a 1.5 s probe period: A must keep pinging B.
@@ -195,6 +224,14 @@ fn probing_resumes_after_the_cluster_comes_back() {
     assert!(
         pings.len() >= 10 && late >= 5,
         "A stopped probing B after it rejoined: pings to B at {pings:?} (ms)"
+    );
+    let doubts: Vec<_> = sim.a_doubts_b[doubts_before..]
+        .iter()
+        .filter(|(_, m)| *m.id() == b_again)
+        .collect();
+    assert!(
+        doubts.is_empty(),
+        "A suspected B although B answered every ping after it rejoined: {doubts:?}"
     );
     assert!(
         sim.timer_errors.is_empty(),

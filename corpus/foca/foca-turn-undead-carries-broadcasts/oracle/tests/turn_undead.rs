@@ -1,6 +1,11 @@
 //! Two members that use custom broadcasts. One was declared down by the other during a
 //! partition; when the partition heals, the down member must be told so (`TurnUndead`) and
 //! be able to act on it.
+//!
+//! Beyond the reported run: the down member keeps talking before it has processed the notice
+//! (its ping arrives many times); every notice must be one it can act on, and notices to a down
+//! member must not use up the broadcasts meant for the live members.
+//! `symptom_scenario` is the reported run, which the bundle generator replays.
 
 use std::collections::HashMap;
 
@@ -12,9 +17,9 @@ use rand::{rngs::SmallRng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-struct Node {
-    addr: u8,
-    generation: u8,
+pub struct Node {
+    pub addr: u8,
+    pub generation: u8,
 }
 
 impl Identity for Node {
@@ -110,12 +115,169 @@ fn drain(rt: &mut AccumulatingRuntime<Node>) -> Drained {
     out
 }
 
-#[test]
-fn down_member_learns_it_was_declared_down() {
+fn packets(rt: &mut AccumulatingRuntime<Node>) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some((_, d)) = rt.to_send() {
+        out.push(d.to_vec());
+    }
+    out
+}
+
+/// What the reported run shows, in order.
+pub enum Event<'a> {
+    /// Y's custom broadcasts queued at the start.
+    Setup(usize),
+    Period(usize),
+    Packet(&'a [u8]),
+    /// `'X'` or `'Y'` handled the packet just shown.
+    Handled(char, &'a Result<(), foca::Error>),
+    IndirectFires,
+    Notified(&'a Notification<Node>),
+    /// X's identity and Y's view of address 1 at the end of a probe period.
+    EndOfPeriod(Node, Option<(Node, State)>),
+}
+
+/// Hooks for the bundle generator; the oracle uses the defaults.
+pub trait Observer {
+    fn event(&mut self, _event: Event<'_>) {}
+}
+
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// What X ran into, and where the run ended.
+pub struct SymptomOutcome {
+    pub x_results: Vec<Result<(), foca::Error>>,
+    pub x_notifications: Vec<Notification<Node>>,
+    pub x_identity: Node,
+    pub y_view_of_x: Option<(Node, State)>,
+}
+
+/// Delivers X's pending packets to Y and Y's replies back to X.
+fn exchange(
+    node_x: &mut Agent,
+    rt_x: &mut AccumulatingRuntime<Node>,
+    node_y: &mut Agent,
+    rt_y: &mut AccumulatingRuntime<Node>,
+    x_results: &mut Vec<Result<(), foca::Error>>,
+    obs: &mut dyn Observer,
+) {
+    for p in packets(rt_x) {
+        obs.event(Event::Packet(&p));
+        let r = node_y.handle_data(&p, &mut *rt_y);
+        obs.event(Event::Handled('Y', &r));
+        for q in packets(rt_y) {
+            obs.event(Event::Packet(&q));
+            let r = node_x.handle_data(&q, &mut *rt_x);
+            obs.event(Event::Handled('X', &r));
+            x_results.push(r);
+        }
+    }
+}
+
+/// The reported run: X still believes Y is alive; Y declared X down during a partition and has
+/// two settings to disseminate. The partition heals and X's probe timers (direct and indirect
+/// stage) fire for `periods` probe periods; suspicion timeouts do not.
+pub fn symptom_scenario(periods: usize, obs: &mut dyn Observer) -> SymptomOutcome {
     let x = Node { addr: 1, generation: 0 };
     let y = Node { addr: 2, generation: 0 };
 
-    // X still believes Y is alive.
+    let mut node_x = agent(x, 7);
+    let mut rt_x = AccumulatingRuntime::new();
+    node_x
+        .apply_many([Member::alive(y)].into_iter(), &mut rt_x)
+        .unwrap();
+    let mut probe = drain(&mut rt_x)
+        .timers
+        .into_iter()
+        .find(|t| matches!(t, Timer::ProbeRandomMember(_)));
+
+    let mut node_y = agent(y, 8);
+    let mut rt_y = AccumulatingRuntime::new();
+    node_y
+        .apply_many([Member::new(x, 0, State::Down)].into_iter(), &mut rt_y)
+        .unwrap();
+    node_y.add_broadcast(&[1, 1, b'o', b'n']).unwrap();
+    node_y.add_broadcast(&[2, 3, b'4', b'2']).unwrap();
+    drain(&mut rt_y);
+    obs.event(Event::Setup(node_y.custom_broadcast_backlog()));
+
+    let mut x_results = Vec::new();
+    let mut x_notifications = Vec::new();
+    for period in 1..=periods {
+        // (A renewed identity starts its probing afresh, with timers this run does not fire.)
+        let Some(timer) = probe.take() else {
+            break;
+        };
+        obs.event(Event::Period(period));
+        node_x.handle_timer(timer, &mut rt_x).unwrap();
+        let mut indirect = None;
+        while let Some((_, t)) = rt_x.to_schedule() {
+            match t {
+                Timer::ProbeRandomMember(_) => probe = Some(t),
+                Timer::SendIndirectProbe { .. } => indirect = Some(t),
+                _ => {}
+            }
+        }
+        exchange(&mut node_x, &mut rt_x, &mut node_y, &mut rt_y, &mut x_results, obs);
+        if let Some(t) = indirect {
+            obs.event(Event::IndirectFires);
+            node_x.handle_timer(t, &mut rt_x).unwrap();
+            while let Some((_, t)) = rt_x.to_schedule() {
+                if matches!(t, Timer::ProbeRandomMember(_)) {
+                    probe = Some(t);
+                }
+            }
+            exchange(&mut node_x, &mut rt_x, &mut node_y, &mut rt_y, &mut x_results, obs);
+        }
+        while let Some(n) = rt_x.to_notify() {
+            obs.event(Event::Notified(&n));
+            x_notifications.push(n);
+        }
+        let y_view = node_y
+            .iter_membership_state()
+            .find(|m| m.id().addr == 1)
+            .map(|m| (*m.id(), m.state()));
+        obs.event(Event::EndOfPeriod(*node_x.identity(), y_view));
+        drain(&mut rt_y);
+        let _ = packets(&mut rt_x);
+    }
+
+    let y_view_of_x = node_y
+        .iter_membership_state()
+        .find(|m| m.id().addr == 1)
+        .map(|m| (*m.id(), m.state()));
+    SymptomOutcome {
+        x_results,
+        x_notifications,
+        x_identity: *node_x.identity(),
+        y_view_of_x,
+    }
+}
+
+#[test]
+fn down_member_learns_it_was_declared_down() {
+    let out = symptom_scenario(3, &mut Quiet);
+    assert!(!out.x_results.is_empty(), "Y never answered X");
+    for r in &out.x_results {
+        assert_eq!(&Ok(()), r, "X could not process Y's reply to its ping");
+    }
+    let renewed = Node { addr: 1, generation: 1 };
+    assert_eq!(renewed, out.x_identity, "X did not rejoin under a new identity (once)");
+    assert!(out.x_notifications.contains(&Notification::Rejoin(renewed)));
+    assert_eq!(
+        Some((renewed, State::Alive)),
+        out.y_view_of_x,
+        "Y does not have X's renewed identity as alive"
+    );
+}
+
+#[test]
+fn repeated_notices_spend_no_broadcasts() {
+    let x = Node { addr: 1, generation: 0 };
+    let y = Node { addr: 2, generation: 0 };
+    let z = Node { addr: 3, generation: 0 };
+
     let mut node_x = agent(x, 7);
     let mut rt_x = AccumulatingRuntime::new();
     node_x
@@ -126,52 +288,48 @@ fn down_member_learns_it_was_declared_down() {
         .into_iter()
         .find(|t| matches!(t, Timer::ProbeRandomMember(_)))
         .expect("X schedules a probe");
+    node_x.handle_timer(probe, &mut rt_x).unwrap();
+    let ping = drain(&mut rt_x).packets.remove(0).1;
 
-    // Y declared X down while they could not reach each other, and has settings of its own
-    // to disseminate.
+    // Y considers X down, Z alive, and has three settings to disseminate.
     let mut node_y = agent(y, 8);
     let mut rt_y = AccumulatingRuntime::new();
     node_y
-        .apply_many([Member::new(x, 0, State::Down)].into_iter(), &mut rt_y)
+        .apply_many(
+            [Member::new(x, 0, State::Down), Member::alive(z)].into_iter(),
+            &mut rt_y,
+        )
         .unwrap();
-    assert_eq!(Ok(true), node_y.add_broadcast(&[1, 1, b'o', b'n']));
-    assert_eq!(Ok(true), node_y.add_broadcast(&[2, 3, b'4', b'2']));
-    drain(&mut rt_y);
-
-    // The partition heals. X probes Y.
-    node_x.handle_timer(probe, &mut rt_x).unwrap();
-    let pings = drain(&mut rt_x).packets;
-    assert_eq!(1, pings.len());
-    assert_eq!(y, pings[0].0);
-
-    // Y does not talk to members it considers down, except to tell them so.
-    node_y.handle_data(&pings[0].1, &mut rt_y).unwrap();
-    let replies = drain(&mut rt_y).packets;
-    assert_eq!(1, replies.len(), "Y replies to the down member once");
-    assert_eq!(x, replies[0].0);
-
-    // X must understand the reply and rejoin under a fresh identity.
-    let result = node_x.handle_data(&replies[0].1, &mut rt_x);
-    assert_eq!(
-        Ok(()),
-        result,
-        "X could not process Y's reply to its ping"
-    );
-    let after = drain(&mut rt_x);
-    let renewed = Node { addr: 1, generation: 1 };
-    assert_eq!(&renewed, node_x.identity(), "X did not rejoin under a new identity");
-    assert!(after.notifications.contains(&Notification::Rejoin(renewed)));
-
-    // And Y accepts the renewed identity once X talks to it again.
-    for (dst, data) in after.packets {
-        assert_eq!(y.addr, dst.addr);
-        node_y.handle_data(&data, &mut rt_y).unwrap();
+    for setting in [[1, 1, b'o', b'n'], [2, 3, b'4', b'2'], [3, 1, b'n', b'o']] {
+        assert_eq!(Ok(true), node_y.add_broadcast(&setting));
     }
+    drain(&mut rt_y);
+    let backlog = node_y.custom_broadcast_backlog();
+
+    // X's ping reaches Y over and over (retransmissions, duplicates) before X hears back.
+    for i in 0..15 {
+        node_y.handle_data(&ping, &mut rt_y).unwrap();
+        let replies = drain(&mut rt_y).packets;
+        assert_eq!(1, replies.len(), "delivery {i}: Y replies to the down member once");
+        assert_eq!(x, replies[0].0);
+
+        // Whichever of these notices X processes first, it can act on it.
+        let mut fresh_x = agent(x, 100 + i);
+        let mut fresh_rt = AccumulatingRuntime::new();
+        fresh_x
+            .apply_many([Member::alive(y)].into_iter(), &mut fresh_rt)
+            .unwrap();
+        assert_eq!(
+            Ok(()),
+            fresh_x.handle_data(&replies[0].1, &mut fresh_rt),
+            "delivery {i}: X could not process Y's notice"
+        );
+        assert_eq!(Node { addr: 1, generation: 1 }, *fresh_x.identity());
+    }
+
     assert_eq!(
-        Some((renewed, State::Alive)),
-        node_y
-            .iter_membership_state()
-            .find(|m| m.id().addr == 1)
-            .map(|m| (*m.id(), m.state()))
+        backlog,
+        node_y.custom_broadcast_backlog(),
+        "Y used up broadcasts meant for live members on notices to a member it considers down"
     );
 }
