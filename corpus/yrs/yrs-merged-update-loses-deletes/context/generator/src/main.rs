@@ -1,52 +1,63 @@
-//! Produces ../compaction-trace.md: a writer (client 1) creates a text, two peers (clients 2 and 3)
-//! concurrently delete overlapping ranges; the storage service compacts the update log with
-//! merge_updates_v1 and a new client loads the compacted update.
+//! Regenerates `../compaction-trace.md` from the oracle's symptom scenario: a writer (client 1)
+//! creates a text, two peers (clients 2 and 3) concurrently delete overlapping ranges; the storage
+//! service compacts the update log with `merge_updates_v1` and a new client loads the result.
+//! Run: `cargo run --quiet > ../compaction-trace.md`
 
+#[path = "../../../oracle/tests/merged_deletes.rs"]
+#[allow(dead_code)]
+mod scenario;
+
+use yrs::merge_updates_v1;
 use yrs::updates::decoder::Decode;
-use yrs::{merge_updates_v1, Doc, GetString, ReadTxn, StateVector, Text, Transact, Update};
+use yrs::Update;
 
-fn load(updates: &[&[u8]]) -> String {
-    let doc = Doc::with_client_id(99);
-    let text = doc.get_or_insert_text("t");
-    for u in updates {
-        doc.transact_mut().apply_update(Update::decode_v1(u).unwrap());
-    }
-    let s = text.get_string(&doc.transact());
-    s
+/// An update's Display text with runs of spaces collapsed.
+fn shown(update: &[u8]) -> String {
+    let text = format!("{}", Update::decode_v1(update).unwrap());
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The delete set part of an update's Display text.
+fn delete_set(update: &[u8]) -> String {
+    let text = shown(update);
+    text.split_once("delete set: ")
+        .and_then(|(_, rest)| rest.strip_suffix(" }"))
+        .map_or(text.clone(), str::to_string)
 }
 
 fn main() {
-    let writer = Doc::with_client_id(1);
-    let text = writer.get_or_insert_text("t");
-    text.insert(&mut writer.transact_mut(), 0, "the quick brown fox!");
-    let base = writer.transact().encode_state_as_update_v1(&StateVector::default());
-    let peer = |id: u64, index: u32, len: u32| {
-        let doc = Doc::with_client_id(id);
-        let t = doc.get_or_insert_text("t");
-        doc.transact_mut().apply_update(Update::decode_v1(&base).unwrap());
-        let before = doc.transact().state_vector();
-        t.remove_range(&mut doc.transact_mut(), index, len);
-        let u = doc.transact().encode_state_as_update_v1(&before);
-        println!("- client {id}: remove_range({index}, {len}) -> update {} bytes: `{}`", u.len(), Update::decode_v1(&u).unwrap());
+    println!("# Update log compaction\n");
+    println!("The writer (client 1) creates the text; two peers that both had that state delete overlapping");
+    println!("ranges at the same time. The storage service keeps every update in a log and, once in a while,");
+    println!("replaces the log with `merge_updates_v1(&log)`. A new client then loads the text from the log (one");
+    println!("`apply_update` per entry) or from the merged update. `Update` values are shown with their Display.\n");
+    let base = vec![scenario::base_update()];
+    println!("- client 1: insert {:?} -> update {} bytes", scenario::BASE, base[0].len());
+    let mut peer = |id: u64, index: u32, len: u32| {
+        let u = scenario::delete_update(&base, id, index, len);
+        println!(
+            "- client {id}: `remove_range({index}, {len})` -> update {} bytes: `{}`",
+            u.len(),
+            shown(&u)
+        );
         u
     };
-    println!("- client 1: insert \"the quick brown fox!\" -> update {} bytes", base.len());
     let a = peer(2, 0, 10);
     let b = peer(3, 2, 3);
     println!();
-    println!("| update log order | text after applying the log one by one | merged size | merged update | text after loading the merged update |");
+    println!("| log order | text, log applied one by one | merged size | delete set of the merged update | text, merged update loaded |");
     println!("|---|---|---|---|---|");
-    for (label, parts) in [("1, 2, 3", [&base[..], &a[..], &b[..]]), ("1, 3, 2", [&base[..], &b[..], &a[..]])] {
+    for (label, parts) in [
+        ("1, 2, 3", [&base[0][..], &a[..], &b[..]]),
+        ("1, 3, 2", [&base[0][..], &b[..], &a[..]]),
+    ] {
         let merged = merge_updates_v1(&parts).unwrap();
-        let decoded = Update::decode_v1(&merged).unwrap();
-        let ds = format!("{decoded}");
-        let ds = ds.split("delete set").nth(1).map(|s| format!("delete set{s}")).unwrap_or(ds);
         println!(
             "| {label} | {:?} | {} bytes | `{}` | {:?} |",
-            load(&parts),
+            scenario::load(&parts),
             merged.len(),
-            ds,
-            load(&[&merged])
+            delete_set(&merged),
+            scenario::load(&[&merged])
         );
     }
 }
