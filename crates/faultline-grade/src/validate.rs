@@ -19,7 +19,6 @@ use faultline_corpus::{
 use faultline_sandbox::{LimitHit, Toolchain};
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Options for validating cases.
@@ -253,7 +252,7 @@ pub async fn run_variant(
     }
     if variant != Variant::Buggy {
         // As grading keeps them: the buggy version's tests, whatever the fix did to them.
-        swap_tests(&bench, patch, |f| f.old.as_deref())?;
+        swap_tests(&bench, patch, |f| f.old.clone())?;
     }
     let plan = match VerdictPlan::new(fresh_seed()?, case, &bench) {
         Ok(plan) => plan,
@@ -283,7 +282,9 @@ pub async fn run_variant(
     // against a patch; validation does the same with the gold patch and the decoys.
     if variant != Variant::Buggy
         && built.as_ref().is_err_and(|f| !f.timed_out)
-        && swap_tests_from_release(&bench, patch, &prepared.sources.fixed)?
+        && swap_tests(&bench, patch, |f| {
+            std::fs::read_to_string(prepared.sources.fixed.join(&f.path)).ok()
+        })?
     {
         plan.inject(&bench)?;
         built = bench.build(&targets).await?;
@@ -428,33 +429,19 @@ pub async fn run_regression(
     })
 }
 
-/// Gives every file the gold patch changes the test items of a reference text (the buggy or the
-/// fixed version of that file), keeping the rest; whether any file changed.
+/// Gives every file the patch changes the test items of a reference text (the buggy version of
+/// that file, or the fixed release's, as grading falls back to when the buggy tests no longer
+/// compile against a patch), keeping the rest; whether any file changed.
 fn swap_tests(
     bench: &Workbench,
-    gold: &TreeDiff,
-    reference: impl Fn(&faultline_corpus::gold::FileDiff) -> Option<&str>,
+    patch: &TreeDiff,
+    reference: impl Fn(&faultline_corpus::gold::FileDiff) -> Option<String>,
 ) -> Result<bool> {
     let mut swapped = false;
-    for file in &gold.files {
-        let (Some(reference), Some(_)) = (reference(file), file.new.as_ref()) else {
-            continue;
-        };
-        swapped |= bench.take_tests_from(&file.path, reference)?;
-    }
-    Ok(swapped)
-}
-
-/// Gives every file the patch changes the test items of the fixed release's version of that
-/// file, as grading does when the buggy version's tests no longer compile against a patch (the
-/// minimal fix keeps the buggy tests, so its own text would not help); whether any file changed.
-fn swap_tests_from_release(bench: &Workbench, patch: &TreeDiff, fixed: &Path) -> Result<bool> {
-    let mut swapped = false;
-    for file in &patch.files {
-        let Ok(reference) = std::fs::read_to_string(fixed.join(&file.path)) else {
-            continue;
-        };
-        swapped |= bench.take_tests_from(&file.path, &reference)?;
+    for file in patch.files.iter().filter(|f| f.new.is_some()) {
+        if let Some(reference) = reference(file) {
+            swapped |= bench.take_tests_from(&file.path, &reference)?;
+        }
     }
     Ok(swapped)
 }

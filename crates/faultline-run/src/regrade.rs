@@ -309,3 +309,41 @@ fn agent_name(model: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(json: &str) -> Result<(Track, Submission), String> {
+        serde_json::from_str::<Prediction>(json)
+            .unwrap()
+            .submission()
+    }
+
+    #[test]
+    fn a_prediction_is_graded_on_the_track_its_fields_name() {
+        let (track, s) =
+            line(r#"{"instance_id":"c","model_name_or_path":"m","model_patch":"diff"}"#).unwrap();
+        assert_eq!(
+            (track, s),
+            (Track::Repair, Submission::Patch("diff".into()))
+        );
+        let (track, s) = line(
+            r#"{"instance_id":"c","model_name_or_path":"m","track":"reproduce","test_file":"t"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (track, s),
+            (Track::Reproduce, Submission::Reproducer("t".into()))
+        );
+        let err = line(r#"{"instance_id":"c","model_name_or_path":"m","track":"reproduce"}"#)
+            .unwrap_err();
+        assert!(err.contains("needs `test_file`"), "{err}");
+        let err =
+            line(r#"{"instance_id":"c","model_name_or_path":"m","test_file":"t"}"#).unwrap_err();
+        assert!(err.contains("reproduce track"), "{err}");
+        let err =
+            line(r#"{"instance_id":"c","model_name_or_path":"m","track":"diagnose"}"#).unwrap_err();
+        assert!(err.contains("cannot be imported"), "{err}");
+    }
+}
