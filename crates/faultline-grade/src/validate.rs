@@ -267,40 +267,32 @@ pub async fn run_variant(
     };
     plan.inject(&bench)?;
     let m = &case.manifest;
+    let oracle_target = match m.oracle.kind {
+        OracleKind::External => BuildTarget::Oracle,
+        OracleKind::InCrate => BuildTarget::Lib,
+    };
     let mut targets = vec![BuildTarget::Lib];
     for t in &m.regression.targets {
         if let Some(name) = t.strip_prefix("test:") {
             targets.push(BuildTarget::Test(name.to_string()));
         }
     }
-    if m.oracle.kind == OracleKind::External {
+    if oracle_target == BuildTarget::Oracle {
         targets.push(BuildTarget::Oracle);
     }
-    let build_started = Instant::now();
-    let mut built = bench.build(&targets).await?;
-    // Grading falls back to the fixed release's tests when the buggy ones no longer compile
-    // against a patch; validation does the same with the gold patch and the decoys.
-    if variant != Variant::Buggy
-        && built.as_ref().is_err_and(|f| !f.timed_out)
-        && swap_tests(&bench, patch, |f| {
-            std::fs::read_to_string(prepared.sources.fixed.join(&f.path)).ok()
-        })?
-    {
-        plan.inject(&bench)?;
-        built = bench.build(&targets).await?;
-    }
-    let binaries = match built {
-        Ok(b) => b,
-        Err(failure) => {
-            return Ok(VariantResult {
-                build_error: Some(failure.stderr),
-                build_secs: build_started.elapsed().as_secs_f64(),
-                runs: Vec::new(),
-                regression: None,
-            });
-        }
+    // A decoy's regression tests matter only when an oracle run passes, so it builds the oracle
+    // alone first: most decoys are caught without compiling the crate's own tests.
+    let first = match variant {
+        Variant::Decoy => std::slice::from_ref(&oracle_target),
+        _ => &targets[..],
     };
-    let build_secs = build_started.elapsed().as_secs_f64();
+    let build_started = Instant::now();
+    let binaries = match build_with_fallback(&bench, &plan, patch, prepared, variant, first).await?
+    {
+        Ok(b) => b,
+        Err(stderr) => return Ok(unbuilt(stderr, build_started)),
+    };
+    let mut build_secs = build_started.elapsed().as_secs_f64();
     bench.hide(&plan.hidden_sources(&bench))?;
     let timeout = Duration::from_secs(m.oracle.timeout_secs);
     let mut runs = Vec::new();
@@ -323,6 +315,24 @@ pub async fn run_variant(
             regression: None,
         });
     }
+    let binaries = if first.len() < targets.len() {
+        let started = Instant::now();
+        let built = build_with_fallback(&bench, &plan, patch, prepared, variant, &targets).await?;
+        build_secs += started.elapsed().as_secs_f64();
+        match built {
+            Ok(b) => b,
+            Err(stderr) => {
+                return Ok(VariantResult {
+                    build_error: Some(stderr),
+                    build_secs,
+                    runs,
+                    regression: None,
+                });
+            }
+        }
+    } else {
+        binaries
+    };
     let regression = run_regression(&bench, &binaries, case, &plan).await?;
     let mut run = regression.run;
     if let Some(why) = regression.forged {
@@ -427,6 +437,39 @@ pub async fn run_regression(
         forged,
         limit,
     })
+}
+
+/// Builds `targets`; when a patched version's tests no longer compile, builds again with the
+/// fixed release's tests, as grading does. `Ok(Err(stderr))` is a version that does not build.
+async fn build_with_fallback(
+    bench: &Workbench,
+    plan: &VerdictPlan,
+    patch: &TreeDiff,
+    prepared: &PreparedCase,
+    variant: Variant,
+    targets: &[BuildTarget],
+) -> Result<Result<Vec<TestBinary>, String>> {
+    let mut built = bench.build(targets).await?;
+    if variant != Variant::Buggy
+        && built.as_ref().is_err_and(|f| !f.timed_out)
+        && swap_tests(bench, patch, |f| {
+            std::fs::read_to_string(prepared.sources.fixed.join(&f.path)).ok()
+        })?
+    {
+        plan.inject(bench)?;
+        built = bench.build(targets).await?;
+    }
+    Ok(built.map_err(|failure| failure.stderr))
+}
+
+/// The result of a version that did not build.
+fn unbuilt(stderr: String, build_started: Instant) -> VariantResult {
+    VariantResult {
+        build_error: Some(stderr),
+        build_secs: build_started.elapsed().as_secs_f64(),
+        runs: Vec::new(),
+        regression: None,
+    }
 }
 
 /// Gives every file the patch changes the test items of a reference text (the buggy version of
