@@ -64,6 +64,10 @@ async fn a_good_case_passes() {
     );
     assert_eq!(v.minimal_fix, Some(true));
     assert_eq!(v.decoys_caught(), Some((2, 2)));
+    // Caught by the oracle, so the crate's own tests were neither built nor run for them.
+    for decoy in v.decoys.as_ref().unwrap() {
+        assert!(decoy.result.regression.is_none(), "{}", decoy.name);
+    }
     let bundle = v.bundle.unwrap();
     assert_eq!(bundle.status, BundleStatus::Reproduced, "{bundle:?}");
     assert!(bundle.build_secs > 0.0 && bundle.secs >= bundle.build_secs);
@@ -79,6 +83,19 @@ async fn a_decoy_the_oracle_lets_through_is_rejected() {
     let v = validate(&case, &root.path().join("data")).await;
     assert!(!v.passed);
     assert_eq!(v.decoys_caught(), Some((1, 2)));
+    // The oracle passed it, so its regression tests were built after the oracle and run.
+    let through = v
+        .decoys
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|d| !d.caught)
+        .unwrap();
+    let regression = through.result.regression.as_ref().unwrap();
+    assert!(
+        regression.passed && regression.tests_passed >= 1,
+        "{regression:?}"
+    );
     assert!(
         problems(&v).contains(
             "the decoy `take-theirs` (other) is not caught: the oracle fails in only 0 of 5 runs"
