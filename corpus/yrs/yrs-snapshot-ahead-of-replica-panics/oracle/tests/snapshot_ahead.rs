@@ -9,7 +9,7 @@ use yrs::{ClientID, Doc, GetString, Options, Out, ReadTxn, Snapshot, Text, Trans
 /// A writer makes `total` single-character edits (alternating front and back); the replica receives
 /// only the first `delivered` of them. Returns the replica and the writer's snapshot after all edits,
 /// as it would arrive over the wire.
-fn lagging_replica(total: usize, delivered: usize, writer_id: u64) -> (Doc, Snapshot, String) {
+pub fn lagging_replica(total: usize, delivered: usize, writer_id: u64) -> (Doc, Snapshot, String) {
     let writer = Doc::with_options(Options {
         skip_gc: true,
         ..Options::with_client_id(ClientID::new(writer_id))
@@ -36,7 +36,7 @@ fn lagging_replica(total: usize, delivered: usize, writer_id: u64) -> (Doc, Snap
     (replica, Snapshot::decode_v1(&wire).unwrap(), expected)
 }
 
-fn render(replica: &Doc, snapshot: &Snapshot) -> String {
+pub fn render(replica: &Doc, snapshot: &Snapshot) -> String {
     let text = replica.get_or_insert_text("doc");
     let mut txn = replica.transact_mut();
     let chunks = text.diff_range(&mut txn, Some(snapshot), None, YChange::identity);
@@ -86,5 +86,34 @@ fn own_snapshot_of_a_short_document() {
         let snapshot = doc.transact().snapshot();
         let expected = text.get_string(&doc.transact());
         assert_eq!(render(&doc, &snapshot), expected, "{edits} edit(s)");
+    }
+}
+
+#[test]
+fn snapshot_taken_before_a_delete_still_shows_the_deleted_text() {
+    for typed in ["ab", "abcde"] {
+        let writer = Doc::with_options(Options {
+            skip_gc: true,
+            ..Options::with_client_id(ClientID::new(4))
+        });
+        let replica = Doc::with_options(Options {
+            skip_gc: true,
+            ..Options::with_client_id(ClientID::new(77))
+        });
+        let wtext = writer.get_or_insert_text("doc");
+        for (i, c) in typed.chars().enumerate() {
+            wtext.insert(&mut writer.transact_mut(), i as u32, &c.to_string());
+        }
+        let wire = writer.transact().snapshot().encode_v1();
+        wtext.remove_range(&mut writer.transact_mut(), 1, 1);
+        let update = writer.transact().encode_state_as_update_v1(&yrs::StateVector::default());
+        replica
+            .transact_mut()
+            .apply_update(Update::decode_v1(&update).unwrap())
+            .unwrap();
+        let snapshot = Snapshot::decode_v1(&wire).unwrap();
+        assert_eq!(render(&replica, &snapshot), typed, "the version before the delete of {typed:?}");
+        let now = replica.get_or_insert_text("doc").get_string(&replica.transact());
+        assert_eq!(now.len(), typed.len() - 1, "rendering a version does not change the text");
     }
 }

@@ -1,62 +1,69 @@
-//! Produces ../history-view-trace.md: a writer (client 9) sends edits and, separately, the snapshot
-//! of the version a user is looking at; a lagging replica (client 500) renders the text for that
-//! snapshot with `diff_range`.
+//! Regenerates `../history-view-trace.md` from the oracle's scenario: a writer (client 9) sends
+//! edits and, separately, the snapshot of the version a user is looking at; a replica that applied
+//! the first N edits renders the text for that snapshot with `diff_range`.
+//! Run: `cargo run --quiet > ../history-view-trace.md`
 
-use yrs::types::text::YChange;
-use yrs::updates::decoder::Decode;
+#[path = "../../../oracle/tests/snapshot_ahead.rs"]
+#[allow(dead_code)]
+mod scenario;
+
+use std::sync::Mutex;
 use yrs::updates::encoder::Encode;
-use yrs::{ClientID, Doc, GetString, Options, ReadTxn, Snapshot, Text, Transact, Update};
+use yrs::{GetString, ReadTxn, Transact};
 
-fn run(total: usize, delivered: usize) {
-    let writer = Doc::with_options(Options { skip_gc: true, ..Options::with_client_id(ClientID::new(9)) });
-    let wtext = writer.get_or_insert_text("doc");
-    let replica = Doc::with_client_id(500);
-    let rtext = replica.get_or_insert_text("doc");
-    for i in 0..total {
-        let c = char::from(b'k' + (i % 10) as u8);
-        let mut txn = writer.transact_mut();
-        let at = if i % 3 == 1 { 0 } else { wtext.len(&txn) };
-        wtext.insert(&mut txn, at, &c.to_string());
-        let update = txn.encode_update_v1();
-        drop(txn);
-        if i < delivered {
-            replica.transact_mut().apply_update(Update::decode_v1(&update).unwrap()).unwrap();
-        }
-    }
-    let wire = writer.transact().snapshot().encode_v1();
-    let snapshot = Snapshot::decode_v1(&wire).unwrap();
-    let replica_sv = replica.transact().state_vector();
-    let replica_text = rtext.get_string(&replica.transact());
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut txn = replica.transact_mut();
-        rtext.diff_range(&mut txn, Some(&snapshot), None, YChange::identity).len()
-    }));
-    let outcome = match outcome {
-        Ok(n) => format!("Ok, {n} chunk(s)"),
-        Err(e) => format!(
-            "panic: {}",
-            e.downcast_ref::<String>().cloned().or(e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
-        ),
-    };
-    println!(
-        "| {total} | {delivered} | {:?} | {:?} {:?} | {:?} | {} bytes | {outcome} |",
-        writer.transact().state_vector(),
-        replica_sv,
-        replica_text,
-        snapshot.state_map,
-        wire.len()
-    );
-}
+/// Where the last panic happened, as `file:line:column` relative to the crate's `src/`.
+static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
 
 fn main() {
     std::panic::set_hook(Box::new(|info| {
         if let Some(loc) = info.location() {
-            eprintln!("panicked at {}:{}:{}", loc.file().rsplit("registry/src/").next().unwrap(), loc.line(), loc.column());
+            let file = loc.file().rsplit("src/").next().unwrap_or_default();
+            *LAST_PANIC.lock().unwrap() = format!("{file}:{}:{}", loc.line(), loc.column());
         }
     }));
-    println!("| writer edits | delivered to replica | writer state vector | replica state vector, text | snapshot state map | snapshot size | replica `diff_range(Some(&snapshot))` |");
-    println!("|---|---|---|---|---|---|---|");
-    for (total, delivered) in [(1, 1), (3, 3), (2, 2), (2, 1), (6, 1), (9, 2), (20, 3)] {
-        run(total, delivered);
+    println!("# History view on a replica\n");
+    println!("Writer: client 9, `skip_gc: true`, single-character edits to the text `doc` (alternating append and");
+    println!("prepend), each in its own transaction, each sent as `encode_update_v1`. The replica (client 500,");
+    println!("default options) applies the first N of them. The writer then sends its `snapshot()` as");
+    println!("`encode_v1` bytes; the replica decodes it and calls");
+    println!("`text.diff_range(&mut txn, Some(&snapshot), None, YChange::identity)`.\n");
+    println!("| writer edits | applied on replica | replica state vector | replica text | snapshot state map | replica's diff_range |");
+    println!("|---|---|---|---|---|---|");
+    let mut sizes = Vec::new();
+    for (total, delivered) in [(1, 1), (2, 2), (3, 3), (2, 1), (6, 1), (9, 2), (20, 3)] {
+        let (replica, snapshot, _) = scenario::lagging_replica(total, delivered, 9);
+        sizes.push(snapshot.encode_v1().len());
+        let sv = replica.transact().state_vector();
+        let text = replica.get_or_insert_text("doc").get_string(&replica.transact());
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            scenario::render(&replica, &snapshot)
+        }));
+        let outcome = match outcome {
+            Ok(_) => "Ok, 1 chunk".to_string(),
+            Err(e) => {
+                let msg = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or(e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                format!("panic: {msg} ({})", LAST_PANIC.lock().unwrap())
+            }
+        };
+        let map = |v: &yrs::StateVector| {
+            let mut entries: Vec<String> = v.iter().map(|(c, k)| format!("{}: {k}", c.get())).collect();
+            entries.sort();
+            format!("{{{}}}", entries.join(", "))
+        };
+        println!(
+            "| {total} | {delivered} | {} | {text:?} | {} | {outcome} |",
+            map(&sv),
+            map(&snapshot.state_map)
+        );
     }
+    sizes.dedup();
+    println!(
+        "\nSnapshots are {} bytes each. All panics are in `yrs-0.27.3/src/block_store.rs`; the replica's",
+        sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("/")
+    );
+    println!("`apply_update` calls all returned `Ok(())` before that.");
 }
