@@ -1,26 +1,17 @@
-//! Three in-process OmniPaxos 0.2.1 servers with a hand-driven network (BLE via `tick()`).
-//! Node 1 leads and proposes a new configuration; the followers' replies are lost and node 1
-//! crashes. Prints the Sequence Paxos messages between the survivors and their state
-//! (Markdown, on stdout).
+//! Prints ../reconfiguration-trace.md: the oracle's scenario (three in-process OmniPaxos 0.2.1
+//! servers; node 1 proposes a new configuration, the followers' replies are lost and node 1
+//! crashes) with the Sequence Paxos messages between the survivors and their state at the end.
 
-use std::collections::BTreeMap;
+#[path = "../../../oracle/tests/stopsign_after_leader_change.rs"]
+#[allow(dead_code)]
+mod scenario;
 
 use omnipaxos::ballot_leader_election::Ballot;
 use omnipaxos::messages::sequence_paxos::PaxosMsg;
 use omnipaxos::messages::Message;
-use omnipaxos::storage::{Entry, NoSnapshot, StopSign};
+use omnipaxos::storage::StopSign;
 use omnipaxos::util::{LogEntry, NodeId};
-use omnipaxos::{ClusterConfig, OmniPaxos, OmniPaxosConfig, ServerConfig};
-use omnipaxos_storage::memory_storage::MemoryStorage;
-
-#[derive(Clone, Debug)]
-#[allow(dead_code)]
-struct Cmd(u64);
-impl Entry for Cmd {
-    type Snapshot = NoSnapshot;
-}
-type Node = OmniPaxos<Cmd, MemoryStorage<Cmd>>;
-type Filter<'a> = &'a dyn Fn(&Message<Cmd>) -> bool;
+use scenario::{Cluster, Cmd, Observer, Step};
 
 /// A ballot as `round.pid`.
 fn b(x: &Ballot) -> String {
@@ -67,118 +58,89 @@ fn describe(m: &Message<Cmd>) -> Option<String> {
     Some(format!("{} -> {}: {}", m.get_sender(), m.get_receiver(), body))
 }
 
-struct Cluster {
-    nodes: BTreeMap<NodeId, Node>,
+fn state(c: &Cluster, pid: NodeId) -> String {
+    let n = &c.nodes[&pid];
+    let entries: Vec<String> = (0..4)
+        .filter_map(|i| {
+            n.read(i).map(|e| match e {
+                LogEntry::StopSign(s, decided) => format!("{}: StopSign(config {}, decided={})", i, s.next_config.configuration_id, decided),
+                other => format!("{}: {:?}", i, other),
+            })
+        })
+        .collect();
+    format!(
+        "node {}: get_current_leader() = {:?}, get_decided_idx() = {}, is_reconfigured() = {}, read(0..4) = [{}]",
+        pid,
+        n.get_current_leader(),
+        n.get_decided_idx(),
+        ss(&n.is_reconfigured()),
+        entries.join(", ")
+    )
+}
+
+/// Prints the Sequence Paxos messages from the reconfiguration on (lost ones only while node 1
+/// is still up) and a heading per step.
+#[derive(Default)]
+struct Printer {
     trace: bool,
     lost: bool,
     printed: usize,
+    before_quiet: usize,
 }
 
-impl Cluster {
-    fn exchange(&mut self, keep: Filter) {
-        loop {
-            let mut out = Vec::new();
-            for n in self.nodes.values_mut() {
-                out.extend(n.outgoing_messages());
-            }
-            if out.is_empty() {
-                return;
-            }
-            for m in out {
-                let delivered = keep(&m);
-                if self.trace {
-                    if let Some(d) = describe(&m) {
-                        if delivered {
-                            self.printed += 1;
-                            println!("- {}", d);
-                        } else if self.lost {
-                            println!("- {} (lost)", d);
-                        }
-                    }
-                }
-                if delivered {
-                    let to = m.get_receiver();
-                    self.nodes.get_mut(&to).unwrap().handle_incoming(m);
-                }
+impl Observer for Printer {
+    fn message(&mut self, m: &Message<Cmd>, delivered: bool) {
+        if !self.trace {
+            return;
+        }
+        if let Some(d) = describe(m) {
+            if delivered {
+                self.printed += 1;
+                println!("- {}", d);
+            } else if self.lost {
+                println!("- {} (lost)", d);
             }
         }
     }
-    fn tick(&mut self, alive: &[NodeId], keep: Filter) {
-        for p in alive {
-            self.nodes.get_mut(p).unwrap().tick();
+
+    fn step(&mut self, c: &Cluster, step: Step) {
+        match step {
+            Step::Elected => {
+                println!("# Reconfiguration interrupted by a leader crash\n");
+                println!("omnipaxos 0.2.1, `MemoryStorage`, three servers (configuration 1), leader priorities");
+                println!("1:30, 2:20, 3:10; `tick()` drives BLE (its messages are delivered but not listed).");
+                println!("Ballots are shown as `round.pid`; log indexes start at 0.\n");
+                println!(
+                    "1. Node 1 is leader (ballot {}). `append(Cmd(1))` is decided everywhere.",
+                    b(&c.nodes[&1].get_current_leader_ballot().unwrap())
+                );
+            }
+            Step::Reconfigure => {
+                println!("2. `reconfigure(configuration 2, nodes [1, 2, 3])` on node 1:\n");
+                self.trace = true;
+                self.lost = true;
+            }
+            Step::Crashed => {
+                self.lost = false;
+                println!("\n3. Node 1 crashes. Nodes 2 and 3 keep ticking; node 2 is elected. Messages from then on:\n");
+            }
+            Step::NewLeader => {
+                println!("\n4. 500 more ticks on nodes 2 and 3. Sequence Paxos messages:\n");
+                self.before_quiet = self.printed;
+            }
+            Step::End => {
+                if self.printed == self.before_quiet {
+                    println!("- (none)");
+                }
+                println!();
+                println!("## State at the end\n");
+                println!("- {}", state(c, 2));
+                println!("- {}", state(c, 3));
+            }
         }
-        self.exchange(keep);
-    }
-    fn state(&self, pid: NodeId) -> String {
-        let n = &self.nodes[&pid];
-        let entries: Vec<String> = (0..4)
-            .filter_map(|i| {
-                n.read(i).map(|e| match e {
-                    LogEntry::StopSign(s, decided) => format!("{}: StopSign(config {}, decided={})", i, s.next_config.configuration_id, decided),
-                    other => format!("{}: {:?}", i, other),
-                })
-            })
-            .collect();
-        format!(
-            "node {}: get_current_leader() = {:?}, get_decided_idx() = {}, is_reconfigured() = {}, read(0..4) = [{}]",
-            pid,
-            n.get_current_leader(),
-            n.get_decided_idx(),
-            ss(&n.is_reconfigured()),
-            entries.join(", ")
-        )
     }
 }
 
 fn main() {
-    let prios = [(1u64, 30u32), (2, 20), (3, 10)];
-    let pids: Vec<NodeId> = prios.iter().map(|p| p.0).collect();
-    let mut nodes = BTreeMap::new();
-    for &(pid, prio) in &prios {
-        let cfg = OmniPaxosConfig {
-            cluster_config: ClusterConfig { configuration_id: 1, nodes: pids.clone(), ..Default::default() },
-            server_config: ServerConfig { pid, leader_priority: prio, ..Default::default() },
-        };
-        nodes.insert(pid, cfg.build(MemoryStorage::default()).unwrap());
-    }
-    let mut c = Cluster { nodes, trace: false, lost: false, printed: 0 };
-    let all: Filter = &|_| true;
-    while !c.nodes.values().all(|n| n.get_current_leader() == Some(1)) {
-        c.tick(&[1, 2, 3], all);
-    }
-    println!("# Reconfiguration interrupted by a leader crash\n");
-    println!("omnipaxos 0.2.1, `MemoryStorage`, three servers (configuration 1), leader priorities");
-    println!("1:30, 2:20, 3:10; `tick()` drives BLE (its messages are delivered but not listed).");
-    println!("Ballots are shown as `round.pid`; log indexes start at 0.\n");
-    println!(
-        "1. Node 1 is leader (ballot {}). `append(Cmd(1))` is decided everywhere.",
-        b(&c.nodes[&1].get_current_leader_ballot().unwrap())
-    );
-    c.nodes.get_mut(&1).unwrap().append(Cmd(1)).unwrap();
-    c.exchange(all);
-    println!("2. `reconfigure(configuration 2, nodes [1, 2, 3])` on node 1:\n");
-    let next = ClusterConfig { configuration_id: 2, nodes: vec![1, 2, 3], ..Default::default() };
-    c.nodes.get_mut(&1).unwrap().reconfigure(next, None).unwrap();
-    c.trace = true;
-    c.lost = true;
-    c.exchange(&|m| m.get_receiver() != 1);
-    c.lost = false;
-    println!("\n3. Node 1 crashes. Nodes 2 and 3 keep ticking; node 2 is elected. Messages from then on:\n");
-    let without_1: Filter = &|m| m.get_receiver() != 1 && m.get_sender() != 1;
-    while !(c.nodes[&2].get_current_leader() == Some(2) && c.nodes[&3].get_current_leader() == Some(2)) {
-        c.tick(&[2, 3], without_1);
-    }
-    c.exchange(without_1);
-    println!("\n4. 500 more ticks on nodes 2 and 3. Sequence Paxos messages:\n");
-    let before = c.printed;
-    for _ in 0..500 {
-        c.tick(&[2, 3], without_1);
-    }
-    if c.printed == before {
-        println!("- (none)");
-    }
-    println!();
-    println!("## State at the end\n");
-    println!("- {}", c.state(2));
-    println!("- {}", c.state(3));
+    scenario::crash_during_reconfiguration(&mut Printer::default());
 }
