@@ -52,6 +52,9 @@ pub struct TrialResult {
     pub submission: Submission,
     /// The complete trajectory (also written to disk after every step).
     pub trajectory: faultline_schema::Trajectory,
+    /// Why the trial ended for a reason that is not the agent's (its model's API failed for
+    /// good): such a trial is recorded unscored, to be redone.
+    pub infra_failure: Option<String>,
 }
 
 impl BuiltinAgent {
@@ -93,8 +96,12 @@ impl BuiltinAgent {
     /// Opens a trial: its record, with the workspace's diff at the start as the baseline that
     /// edits are detected against, and the conversation, with the rendered prompts.
     fn start<'e>(&self, env: &'e TrialEnv, trajectory_path: Option<PathBuf>) -> Result<Trial<'e>> {
-        let rec =
+        let mut rec =
             Recorder::new(&env.task, self.info(), trajectory_path).starting_from(env.diff()?.1);
+        let model = &self.client.config().model;
+        if self.pricing.as_ref().and_then(|p| p.price(model)).is_none() {
+            rec = rec.unpriced();
+        }
         let prompts =
             self.templates
                 .render(&env.task, &env.symptom, &env.bundle, self.tool_mode)?;
@@ -144,11 +151,14 @@ impl BuiltinAgent {
             };
             self.client.complete(&request).await
         };
+        let started = std::time::Instant::now();
         match tokio::time::timeout(trial.remaining(), call).await {
             Err(_) => Err(Stop::Limit(Limit::WallTime(trial.limits().wall_secs))),
             Ok(Err(e)) => {
-                let billed = e.billed_usage().map(|u| self.cost(u)).unwrap_or(Some(0.0));
-                trial.rec.add_unstepped_cost(billed);
+                if let Some(usage) = e.billed_usage() {
+                    trial.rec.add_unstepped_cost(self.cost(usage));
+                }
+                trial.rec.add_lost_time(started.elapsed().as_secs_f64());
                 Err(Stop::ModelError(e))
             }
             Ok(Ok(reply)) => Ok(reply),
@@ -332,6 +342,7 @@ impl Trial<'_> {
         self.rec
             .finish(stop.exit_status(), stop.limit_fired(), stop.error())?;
         Ok(TrialResult {
+            infra_failure: stop.infra_failure(),
             submission: stop.into_submission(),
             trajectory: self.rec.trajectory,
         })

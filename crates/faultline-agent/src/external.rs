@@ -129,5 +129,6 @@ fn finish(rec: Recorder, submission: Submission) -> TrialResult {
     TrialResult {
         submission,
         trajectory: rec.trajectory,
+        infra_failure: None,
     }
 }

@@ -60,6 +60,21 @@ impl Recorder {
         self
     }
 
+    /// Records the trial's cost as unknown from the start: the agent's model has no price, so
+    /// no sum of its calls, not even 0, is its cost.
+    pub fn unpriced(mut self) -> Recorder {
+        self.cost_unknown = true;
+        self.trajectory.totals.cost_usd = None;
+        self
+    }
+
+    /// Counts time lost to a model call that failed for good (its attempts and the waits
+    /// between them) as waiting, not working.
+    pub fn add_lost_time(&mut self, secs: f64) {
+        self.retry_wait_secs += secs;
+        self.refresh_times();
+    }
+
     /// Seconds since the trial started.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()

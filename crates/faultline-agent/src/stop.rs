@@ -135,6 +135,16 @@ impl Stop {
         }
     }
 
+    /// Why the trial ended for a reason that is not the agent's, if it did: the model's API
+    /// failed for good (down, overloaded past the retry budget, misconfigured, or answering
+    /// outside its protocol). A prompt that outgrew the context window is the agent's own.
+    pub fn infra_failure(&self) -> Option<String> {
+        match self {
+            Stop::ModelError(e) if e.kind().is_infrastructure() => self.error(),
+            _ => None,
+        }
+    }
+
     /// What the agent submitted: nothing unless it submitted.
     pub fn into_submission(self) -> Submission {
         match self {
@@ -189,6 +199,37 @@ mod tests {
             assert_eq!(stop.error().is_some(), has_error, "{stop:?}");
             let submitted = matches!(stop, Stop::Submitted(_));
             assert_eq!(stop.into_submission() == patch, submitted);
+        }
+    }
+
+    #[test]
+    fn only_a_model_api_failure_outside_the_agent_is_infrastructure() {
+        assert!(Stop::ModelError(model_error()).infra_failure().is_some());
+        let outage = ModelError::Transport {
+            kind: faultline_model::ErrorKind::Connect,
+            message: "refused".into(),
+            retry: Default::default(),
+        };
+        assert!(
+            Stop::ModelError(outage)
+                .infra_failure()
+                .unwrap()
+                .contains("connect")
+        );
+        let too_long = ModelError::Status {
+            kind: faultline_model::ErrorKind::ContextLength,
+            status: 400,
+            message: "prompt is too long".into(),
+            body: String::new(),
+            retry: Default::default(),
+        };
+        assert_eq!(Stop::ModelError(too_long).infra_failure(), None);
+        for stop in [
+            Stop::FormatErrors,
+            Stop::Limit(Limit::Steps(2)),
+            Stop::DiskLimit,
+        ] {
+            assert_eq!(stop.infra_failure(), None, "{stop:?}");
         }
     }
 

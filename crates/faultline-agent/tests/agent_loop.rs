@@ -254,6 +254,8 @@ async fn a_non_retryable_api_error_is_a_model_error() {
     .await;
     assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
     assert!(result.trajectory.error.as_deref().unwrap().contains("auth"));
+    // A refused key is the run's configuration, not the agent's doing.
+    assert!(result.infra_failure.is_some());
     assert_eq!(server.requests().len(), 1);
 }
 

@@ -179,6 +179,8 @@ async fn a_billed_reply_that_cannot_be_read_is_a_model_error_and_is_paid_for() {
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::ModelError);
     assert!(t.error.as_deref().unwrap().contains("(malformed_response)"));
+    // A reply outside the protocol is the server's failure, not the agent's.
+    assert!(result.infra_failure.is_some());
     assert_eq!(t.totals.steps, 1);
     // One step of 5 + 5 tokens, then the unreadable reply's 1000 + 50, at $1000 and $2000 per
     // million input and output tokens.
@@ -280,4 +282,87 @@ async fn a_trajectory_that_cannot_be_written_fails_the_run_not_the_trial() {
         format!("{err:#}").contains("writing the trajectory"),
         "{err:#}"
     );
+}
+
+/// A 500 answer, as an overloaded or broken model server gives.
+fn server_error() -> Step {
+    Step::Error {
+        status: 500,
+        message: Some("upstream unavailable".into()),
+        retry_after: None,
+        retry_after_ms: None,
+        headers: Default::default(),
+    }
+}
+
+#[tokio::test]
+async fn an_outage_past_the_retry_budget_is_not_the_agents_failure() {
+    // The first attempt and all six retries of the default policy get a 500.
+    let script = vec![server_error(); 7];
+    let (result, server) = run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    assert_eq!(server.requests().len(), 7);
+    let t = &result.trajectory;
+    assert_eq!(t.exit_status, ExitStatus::ModelError);
+    let why = result
+        .infra_failure
+        .as_deref()
+        .expect("an infrastructure failure");
+    assert!(
+        why.contains("HTTP 500") && why.contains("6 retries"),
+        "{why}"
+    );
+    // The failed call (seven attempts, at least 110 ms of backoff between them) is time the
+    // agent did not work.
+    let lost = t.totals.wall_secs - t.totals.working_secs;
+    assert!(lost >= 0.11, "lost {lost} s of {} s", t.totals.wall_secs);
+}
+
+#[tokio::test]
+async fn a_prompt_past_the_context_window_stays_the_agents_failure() {
+    let script = vec![tool("ls", 5, 5), Step::ContextLength {}];
+    let (result, _server) = run(
+        script,
+        Protocol::AnthropicMessages,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await;
+    assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
+    assert!(
+        result
+            .trajectory
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("context_length"),
+        "{:?}",
+        result.trajectory.error
+    );
+    assert_eq!(result.infra_failure, None);
+}
+
+#[tokio::test]
+async fn an_unpriced_models_cost_stays_unknown_when_its_calls_fail() {
+    let (mut agent, env, _server) = trial(
+        vec![server_error(); 7],
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+    )
+    .await;
+    agent.pricing = None;
+    let result = agent.run(&env, None).await.unwrap();
+    assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
+    assert_eq!(result.trajectory.totals.cost_usd, None);
 }

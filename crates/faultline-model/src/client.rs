@@ -52,11 +52,7 @@ impl ModelClient {
         api_key: Option<ApiKey>,
     ) -> Result<Self, ModelError> {
         config.validate().map_err(ModelError::Config)?;
-        let path = match config.protocol {
-            Protocol::OpenAiChat => openai::PATH,
-            Protocol::AnthropicMessages => anthropic::PATH,
-        };
-        let endpoint = format!("{}{path}", config.effective_base_url());
+        let endpoint = config.endpoint();
         let endpoint = reqwest::Url::parse(&endpoint)
             .map_err(|e| ModelError::Config(format!("endpoint {endpoint:?}: {e}")))?;
         if let Some(key) = &api_key
@@ -142,6 +138,9 @@ impl ModelClient {
             };
             let Some(wait) = wait else {
                 error.set_retry(stats);
+                if request.tool.is_some() {
+                    error.note_tools_refused();
+                }
                 return Err(error);
             };
             stats.failed_attempts += attempt_started.elapsed();

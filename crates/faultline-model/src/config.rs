@@ -96,7 +96,7 @@ pub struct ModelConfig {
     pub model: String,
     /// The endpoint; `None` means the protocol's hosted default. For the
     /// OpenAI protocol it includes the version segment (`http://host:8000/v1`);
-    /// for Anthropic it does not.
+    /// for Anthropic it need not (a trailing `/v1` is accepted and not repeated).
     #[serde(default)]
     pub base_url: Option<String>,
     /// The environment variable to read the key from when `api_key` is not
@@ -133,8 +133,12 @@ pub struct ModelConfig {
     pub anthropic_prompt_caching: bool,
 }
 
+/// How long one attempt of a call may take by default: far beyond a slow but healthy model's
+/// longest reply, so only a stalled server hits it.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(600);
+
 fn default_attempt_timeout() -> Duration {
-    Duration::from_secs(600)
+    DEFAULT_ATTEMPT_TIMEOUT
 }
 
 fn default_connect_timeout() -> Duration {
@@ -200,6 +204,34 @@ impl ModelConfig {
         lookup(variable)
             .filter(|value| !value.trim().is_empty())
             .map(ApiKey::new)
+    }
+
+    /// Checks, before a run starts, that a key variable named by `api_key_env` holds a key:
+    /// a run whose every call is refused for want of one would only show up as failed trials.
+    pub fn check_api_key_env(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+        match &self.api_key_env {
+            Some(name) if self.api_key.is_none() && self.resolve_api_key(lookup).is_none() => {
+                Err(format!(
+                    "the environment variable {name} (named by --api-key-env) is not set or empty"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The URL calls are posted to: the base URL and the protocol's path. An Anthropic base URL
+    /// that already ends in the version segment (`http://host/v1`) is taken without it, so
+    /// calls do not go to `/v1/v1/messages`.
+    pub fn endpoint(&self) -> String {
+        let base = self.effective_base_url();
+        match self.protocol {
+            Protocol::OpenAiChat => format!("{base}{}", crate::openai::PATH),
+            Protocol::AnthropicMessages => format!(
+                "{}{}",
+                base.strip_suffix("/v1").unwrap_or(base),
+                crate::anthropic::PATH
+            ),
+        }
     }
 
     /// Checks the settings a client cannot work with.
@@ -295,6 +327,41 @@ mod tests {
         assert!(config.validate().is_ok());
         let unknown = format!("{text}\nbogus = 1");
         assert!(toml::from_str::<ModelConfig>(&unknown).is_err());
+    }
+
+    #[test]
+    fn anthropic_base_urls_with_or_without_the_version_reach_one_endpoint() {
+        for base in [
+            "http://h:4000",
+            "http://h:4000/",
+            "http://h:4000/v1",
+            "http://h:4000/v1/",
+        ] {
+            let config = ModelConfig::new(Protocol::AnthropicMessages, "m").with_base_url(base);
+            assert_eq!(config.endpoint(), "http://h:4000/v1/messages", "{base}");
+        }
+        let openai = ModelConfig::new(Protocol::OpenAiChat, "m").with_base_url("http://h/v1");
+        assert_eq!(openai.endpoint(), "http://h/v1/chat/completions");
+    }
+
+    #[test]
+    fn a_named_key_variable_that_is_unset_is_refused_before_any_call() {
+        let config = ModelConfig::new(Protocol::OpenAiChat, "m").with_base_url("http://h/v1");
+        assert!(
+            config.check_api_key_env(env).is_ok(),
+            "no variable named, none needed"
+        );
+        for name in ["LOCAL_KEY", "EMPTY", "MISSING"] {
+            let named = ModelConfig {
+                api_key_env: Some(name.into()),
+                ..config.clone()
+            };
+            let checked = named.check_api_key_env(env);
+            assert_eq!(checked.is_ok(), name == "LOCAL_KEY", "{name}: {checked:?}");
+            if let Err(e) = checked {
+                assert!(e.contains(name) && e.contains("--api-key-env"), "{e}");
+            }
+        }
     }
 
     #[test]

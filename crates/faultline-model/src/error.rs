@@ -57,6 +57,13 @@ impl ErrorKind {
         )
     }
 
+    /// Whether a call that failed for good with this kind says nothing about the model's
+    /// ability: the provider was down, overloaded, misconfigured or answered outside its
+    /// protocol. Only a prompt that outgrew the context window is the agent's own doing.
+    pub fn is_infrastructure(self) -> bool {
+        self != Self::ContextLength
+    }
+
     /// A stable snake_case name for logs and result files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -167,6 +174,10 @@ pub enum ModelError {
     Config(String),
 }
 
+/// What a refusal of tool definitions adds to its message.
+pub const TOOLS_REFUSED: &str =
+    " (the server does not take tool definitions; run the agent with --text-mode)";
+
 fn retried_note(retry: &RetryStats) -> String {
     match retry.retries {
         0 => String::new(),
@@ -209,6 +220,21 @@ impl ModelError {
         match self {
             Self::Malformed { usage, .. } => usage.as_deref(),
             _ => None,
+        }
+    }
+
+    /// Adds the way out to a refusal of a request that carried a tool definition, when the
+    /// server says tools are what it refuses (vLLM started without a tool-call parser, say):
+    /// every call of the run would fail the same way.
+    pub(crate) fn note_tools_refused(&mut self) {
+        if let Self::Status {
+            kind: ErrorKind::BadRequest,
+            message,
+            ..
+        } = self
+            && message.to_lowercase().contains("tool")
+        {
+            message.push_str(TOOLS_REFUSED);
         }
     }
 

@@ -42,10 +42,10 @@ mod wire;
 
 pub use client::ModelClient;
 pub use config::{
-    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, ApiKey, MaxTokensField, ModelConfig,
-    OPENAI_DEFAULT_BASE_URL, Protocol,
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, ApiKey, DEFAULT_ATTEMPT_TIMEOUT, MaxTokensField,
+    ModelConfig, OPENAI_DEFAULT_BASE_URL, Protocol,
 };
-pub use error::{ErrorKind, ModelError, RetryStats};
+pub use error::{ErrorKind, ModelError, RetryStats, TOOLS_REFUSED};
 pub use pricing::{
     BUILTIN_PRICING_TOML, LongContextPrice, ModelPrice, PRICING_SCHEMA_VERSION, PricingError,
     PricingTable,

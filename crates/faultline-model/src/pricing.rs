@@ -120,7 +120,8 @@ pub enum PricingError {
     /// limit could never trigger.
     #[error(
         "a cost limit is set but pricing table {table_version} has no price for model {model:?}; \
-         add the model to a pricing table or run without a cost limit"
+         give a table that prices it with `--pricing FILE`, or run without a cost limit \
+         (`--cost 0`)"
     )]
     UnknownPrice {
         /// The model.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use faultline_model::{
     ApiKey, ErrorKind, FinishReason, Message, ModelClient, ModelConfig, ModelError, ModelRequest,
-    PricingTable, Protocol, RetryPolicy, ToolCall, ToolDefinition,
+    PricingTable, Protocol, RetryPolicy, TOOLS_REFUSED, ToolCall, ToolDefinition,
 };
 use faultline_scripted::{RecordedRequest, Script, ScriptedServer, Step, StepUsage};
 
@@ -356,6 +356,38 @@ async fn giving_up_reports_the_retries() {
     assert!(err.to_string().contains("after 2 retries"), "{err}");
     assert!(matches!(err, ModelError::Status { status: 500, .. }));
     assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_refusal_of_tool_definitions_names_the_way_out() {
+    let refusal = |text: &str| Step::Error {
+        status: 400,
+        message: Some(text.into()),
+        retry_after: None,
+        retry_after_ms: None,
+        headers: BTreeMap::new(),
+    };
+    let server = serve(vec![
+        refusal("automatic tool choice needs the server started with a tool call parser"),
+        refusal("temperature must be at most 2"),
+    ])
+    .await;
+    let client = client(config(&server, Protocol::OpenAiChat));
+    let tools = client.complete(&request()).await.unwrap_err();
+    assert_eq!(tools.kind(), ErrorKind::BadRequest);
+    assert!(tools.to_string().ends_with(TOOLS_REFUSED), "{tools}");
+    let other = client.complete(&request()).await.unwrap_err();
+    assert!(!other.to_string().contains("--text-mode"), "{other}");
+}
+
+#[tokio::test]
+async fn an_anthropic_base_url_ending_in_the_version_is_not_doubled() {
+    let server = serve(vec![Step::text("hello")]).await;
+    let mut config = config(&server, Protocol::AnthropicMessages);
+    config.base_url = Some(format!("{}/v1/", server.anthropic_base_url()));
+    let reply = client(config).complete(&request()).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("hello"));
+    assert_eq!(server.requests()[0].path, "/v1/messages");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use crate::records::{locked_cases, record};
 use anyhow::{Context, Result, bail};
 use faultline_agent::baselines::{self, Baseline};
 use faultline_agent::record::Recorder;
-use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, Templates, TrialEnv};
+use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, Templates, TrialEnv, TrialResult};
 use faultline_corpus::checks::static_checks;
 use faultline_corpus::curated::gold_patch;
 use faultline_corpus::gold::TreeDiff;
@@ -476,7 +476,11 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             )?;
             let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
             rec.finish(ExitStatus::Submitted, None, None)?;
-            Ok((submission, rec.trajectory))
+            Ok(TrialResult {
+                submission,
+                trajectory: rec.trajectory,
+                infra_failure: None,
+            })
         }
         // An error of an agent's run, or of the harness making its environment, is the
         // harness's own failure (a trajectory or a copy it could not write, say), not the trial's
@@ -484,27 +488,41 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         AgentSpec::Builtin { .. } => {
             let builtin = &s.builtins[&agent.name()];
             match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => {
-                    let r = builtin.run(&env, Some(traj_path.clone())).await?;
-                    Ok((r.submission, r.trajectory))
-                }
+                Ok(env) => Ok(builtin.run(&env, Some(traj_path.clone())).await?),
                 Err(EnvError::Unavailable(e)) => Err(e),
                 Err(EnvError::Harness(e)) => return Err(e),
             }
         }
         AgentSpec::External(ext) => {
             match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => {
-                    let r = ext.run(&env, &dir, Some(traj_path.clone())).await?;
-                    Ok((r.submission, r.trajectory))
-                }
+                Ok(env) => Ok(ext.run(&env, &dir, Some(traj_path.clone())).await?),
                 Err(EnvError::Unavailable(e)) => Err(e),
                 Err(EnvError::Harness(e)) => return Err(e),
             }
         }
     };
     let (trajectory, grade) = match outcome {
-        Ok((submission, trajectory)) => {
+        // The model's API failed for good: whatever the agent did so far is not graded, and
+        // the trial is recorded unscored for `--retry-infra` to redo.
+        Ok(TrialResult {
+            trajectory,
+            infra_failure: Some(why),
+            ..
+        }) => {
+            dir.write_trajectory(&trajectory)?;
+            let grade = faultline_grade::grader::infra_error(
+                case,
+                &t.trial_id,
+                t.track,
+                &format!("the model API failed: {why}"),
+            )?;
+            (trajectory, grade)
+        }
+        Ok(TrialResult {
+            submission,
+            trajectory,
+            infra_failure: None,
+        }) => {
             dir.write_trajectory(&trajectory)?;
             dir.write_submission(&submission)?;
             let ctx = GradeContext {

@@ -6,17 +6,17 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use faultline_agent::{Baseline, ExternalAgent, Templates};
 use faultline_corpus::Corpus;
-use faultline_model::{ModelConfig, PricingTable, Protocol};
+use faultline_model::{DEFAULT_ATTEMPT_TIMEOUT, ModelConfig, PricingTable, Protocol, RetryPolicy};
 use faultline_run::progress::ProgressStats;
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
 use faultline_sandbox::Toolchain;
-use faultline_schema::{Condition, GradingSettings, Limits, RunDir, Track};
+use faultline_schema::{Condition, GradingSettings, Limits, Outcome, RunDir, Track};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -50,6 +50,14 @@ pub struct RunArgs {
     /// Environment variable holding the API key (needed with --base-url).
     #[arg(long, env = "FAULTLINE_API_KEY_ENV")]
     api_key_env: Option<String>,
+    /// Retries of a failed model call (429, 5xx, timeouts, lost connections) before the trial
+    /// ends as an infrastructure error.
+    #[arg(long, default_value_t = RetryPolicy::default().max_retries)]
+    max_retries: u32,
+    /// Seconds one attempt of a model call may take, from connecting to its last byte; a slow
+    /// but healthy model stays well within the default.
+    #[arg(long, default_value_t = DEFAULT_ATTEMPT_TIMEOUT.as_secs())]
+    call_timeout: u64,
     /// Act through one fenced bash block per reply instead of native tool calls.
     #[arg(long)]
     text_mode: bool,
@@ -160,7 +168,12 @@ fn parse_agents(args: &RunArgs, templates: &Templates) -> Result<Vec<AgentSpec>>
                 model = model.with_base_url(url.clone());
             }
             model.api_key_env = args.api_key_env.clone();
+            model.retry.max_retries = args.max_retries;
+            model.attempt_timeout = Duration::from_secs(args.call_timeout);
             model.validate().map_err(anyhow::Error::msg)?;
+            model
+                .check_api_key_env(|name| std::env::var(name).ok())
+                .map_err(anyhow::Error::msg)?;
             out.push(AgentSpec::Builtin {
                 name: m.to_string(),
                 model: Box::new(model),
@@ -254,6 +267,19 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
             .join(", ")
     );
     write_reports(env, &corpus, &args.out)?;
+    // Trials the infrastructure failed are unscored: the run is not complete until they are redone.
+    let infra = summary
+        .outcomes
+        .get(Outcome::InfraError.as_str())
+        .copied()
+        .unwrap_or(0);
+    if infra > 0 {
+        eprintln!(
+            "{infra} trial(s) ended in an infrastructure error (model API or sandbox failure) and \
+             are not scored; fix the cause and run the same command with --retry-infra"
+        );
+        return Ok(ExitCode::from(2));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
