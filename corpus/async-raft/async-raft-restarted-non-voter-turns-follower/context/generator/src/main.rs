@@ -1,142 +1,65 @@
-//! Runs a leader plus one non-voter in process, restarts the non-voter on its own storage, and
-//! prints every metrics change of both nodes as a Markdown table (written to stdout).
+//! Prints `../restart-metrics.md`: the oracle's restart scenario in the symptom's shape (voter 0,
+//! non-voter 1, three writes, node 1 restarted on its own storage, one more write, then node 1
+//! cut off for 1.8 s) on
+//! tokio's paused clock. Election timeouts are random, so a term that moved is shown as moved
+//! rather than by its value.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+#[path = "../../../oracle/tests/restart_non_voter.rs"]
+#[allow(dead_code)]
+mod scenario;
 
-use anyhow::{anyhow, Result};
-use async_raft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, ClientWriteRequest, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
-};
-use async_raft::{Config, NodeId, Raft, RaftNetwork};
-use memstore::{ClientRequest, ClientResponse, MemStore};
-use tokio::time::Instant;
+use std::sync::{Arc, Mutex};
 
-type Node = Raft<ClientRequest, ClientResponse, Net, MemStore>;
+use async_raft::RaftMetrics;
+use scenario::{run, Plan, ELECTION_MAX, ELECTION_MIN};
 
-#[derive(Default)]
-struct Net {
-    nodes: RwLock<HashMap<NodeId, Node>>,
-    votes: Mutex<Vec<String>>,
-    partitioned: AtomicBool,
+fn row(what: &str, m: &RaftMetrics) -> String {
+    let term = if m.current_term == 1 { "1".to_string() } else { "moved past 1".to_string() };
+    let mut members: Vec<_> = m.membership_config.members.iter().cloned().collect();
+    members.sort();
+    format!("| {} | {:?} | {} | {} | {} | {:?} | {:?} |", what, m.state, term, m.last_log_index, m.last_applied, m.current_leader, members)
 }
 
-impl Net {
-    fn node(&self, id: NodeId) -> Result<Node> {
-        if self.partitioned.load(Ordering::SeqCst) {
-            return Err(anyhow!("partitioned"));
-        }
-        self.nodes.read().unwrap().get(&id).cloned().ok_or_else(|| anyhow!("node {} unreachable", id))
-    }
-}
-
-#[async_trait::async_trait]
-impl RaftNetwork<ClientRequest> for Net {
-    async fn append_entries(&self, target: NodeId, rpc: AppendEntriesRequest<ClientRequest>) -> Result<AppendEntriesResponse> {
-        Ok(self.node(target)?.append_entries(rpc).await?)
-    }
-    async fn install_snapshot(&self, target: NodeId, rpc: InstallSnapshotRequest) -> Result<InstallSnapshotResponse> {
-        Ok(self.node(target)?.install_snapshot(rpc).await?)
-    }
-    async fn vote(&self, target: NodeId, rpc: VoteRequest) -> Result<VoteResponse> {
-        let line = format!("RequestVote node {} -> node {}: term {}, last_log_index {}", rpc.candidate_id, target, rpc.term, rpc.last_log_index);
-        let res = self.node(target)?.vote(rpc).await?;
-        self.votes.lock().unwrap().push(format!("{} => granted {}, term {}", line, res.vote_granted, res.term));
-        Ok(res)
-    }
-}
-
-fn watch(label: &'static str, node: &Node, start: Instant, rows: Arc<Mutex<Vec<String>>>) {
-    let mut rx = node.metrics();
-    tokio::spawn(async move {
-        loop {
-            let m = rx.borrow().clone();
-            let members: Vec<_> = m.membership_config.members.iter().collect();
-            rows.lock().unwrap().push(format!(
-                "| {:>6} | {} | {:?} | {} | {} | {} | {:?} | {:?} |",
-                start.elapsed().as_millis(), label, m.state, m.current_term, m.last_log_index, m.last_applied, m.current_leader, members
-            ));
-            if rx.changed().await.is_err() {
-                break;
-            }
-        }
-    });
-}
-
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
-    let start = Instant::now();
+    std::panic::set_hook(Box::new(|_| {}));
     let rows = Arc::new(Mutex::new(Vec::new()));
-    let config = Arc::new(
-        Config::build("demo".into()).heartbeat_interval(50).election_timeout_min(300).election_timeout_max(600).validate().unwrap(),
-    );
-    let net = Arc::new(Net::default());
-    let store1 = Arc::new(MemStore::new(1));
-    let n0 = Node::new(0, config.clone(), net.clone(), Arc::new(MemStore::new(0)));
-    let n1 = Node::new(1, config.clone(), net.clone(), store1.clone());
-    net.nodes.write().unwrap().insert(0, n0.clone());
-    net.nodes.write().unwrap().insert(1, n1.clone());
-    watch("node 0", &n0, start, rows.clone());
-    watch("node 1", &n1, start, rows.clone());
-
-    let mut events = Vec::new();
-    n0.initialize([0u64].iter().cloned().collect::<HashSet<_>>()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    n0.add_non_voter(1).await.unwrap();
-    events.push(format!("{} ms: add_non_voter(1) returned Ok", start.elapsed().as_millis()));
-    for i in 0..3u64 {
-        n0.client_write(ClientWriteRequest::new(ClientRequest { client: "c".into(), serial: i, status: format!("v{}", i) })).await.unwrap();
-    }
-    events.push(format!("{} ms: 3 client writes committed on node 0", start.elapsed().as_millis()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
-    net.nodes.write().unwrap().remove(&1);
-    n1.shutdown().await.unwrap();
-    events.push(format!("{} ms: node 1 shut down; restarting it on the same MemStore", start.elapsed().as_millis()));
-    let n1 = Node::new(1, config.clone(), net.clone(), store1);
-    net.nodes.write().unwrap().insert(1, n1.clone());
-    watch("node 1 (restarted)", &n1, start, rows.clone());
-
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    net.partitioned.store(true, Ordering::SeqCst);
-    events.push(format!("{} ms: network between node 0 and node 1 cut", start.elapsed().as_millis()));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    net.partitioned.store(false, Ordering::SeqCst);
-    events.push(format!("{} ms: network healed", start.elapsed().as_millis()));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    events.push(format!("{} ms: end of run", start.elapsed().as_millis()));
+    let out = rows.clone();
+    // The scenario's observer is not `Send`, so the run is a local task; a panic ends only it.
+    let local = tokio::task::LocalSet::new();
+    let task = local.spawn_local(async move {
+        let mut obs = |what: &str, m: &RaftMetrics| out.lock().unwrap().push(row(what, m));
+        run(&Plan::symptom(), &mut obs).await
+    });
+    let end = match local.run_until(task).await {
+        Ok(report) => {
+            let votes = match report.votes_by_non_voter.first() {
+                None => "Node 1 sent no RequestVote.".to_string(),
+                Some((_, term)) => format!("Node 1 sent RequestVotes to node 0 from the cut on, the first in term {}, then one more in each election timeout with ever higher terms.", term),
+            };
+            let moved = report.leader_after.map(|m| m.current_term != 1).unwrap_or_default();
+            format!("{}\n\nAfter the heal, node 0's term {}.", votes, if moved { "moved past 1 as well" } else { "stayed 1" })
+        }
+        Err(e) if e.is_panic() => {
+            let p = e.into_panic();
+            let text = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            format!("After the heal, `client_write` on node 0 failed: `{}`.", text.trim_start_matches("client write on the leader: "))
+        }
+        Err(e) => format!("The run was cancelled: {}", e),
+    };
 
     println!("# Restarting a non-voter (2 nodes, in-process network)\n");
-    println!("Config: heartbeat 50 ms, election timeout 300-600 ms. Node 0 is initialized as the only");
-    println!("member; node 1 is added with `add_non_voter(1)` and never promoted.\n");
-    for e in events {
-        println!("- {}", e);
-    }
-    println!("\n## Metrics stream (one row per update)\n");
-    println!("| t (ms) | node | state | term | last_log_index | last_applied | current_leader | members |");
-    println!("|---|---|---|---|---|---|---|---|");
-    let rows = rows.lock().unwrap().clone();
-    let mut last: HashMap<String, String> = HashMap::new();
-    for r in rows {
-        // Drop consecutive duplicates per node (heartbeats re-send identical metrics).
-        let parts: Vec<&str> = r.split('|').collect();
-        let key = parts[2].trim().to_string();
-        let body = parts[3..].join("|");
-        if last.get(&key) == Some(&body) {
-            continue;
-        }
-        last.insert(key, body);
+    println!("Config: heartbeat 50 ms, election timeout {}-{} ms. Node 0 is initialized as the only", ELECTION_MIN, ELECTION_MAX);
+    println!("member; node 1 is added with `add_non_voter(1)` and never promoted. Three client writes go");
+    println!("to node 0, then node 1 is shut down and restarted on the same `MemStore`, and one more write");
+    println!("goes to node 0. Then node 1 is cut off from node 0, the link is healed, and one more write goes");
+    println!("to node 0.\n");
+    println!("## Node 1 metrics after each step\n");
+    println!("| step | state | term | last_log_index | last_applied | current_leader | members |");
+    println!("|---|---|---|---|---|---|---|");
+    // After the heal the two nodes' elections race, so the table stops at the cut.
+    for r in rows.lock().unwrap().iter().take(4) {
         println!("{}", r);
     }
-    println!("\n## Vote requests seen on the network\n");
-    let votes = net.votes.lock().unwrap().clone();
-    if votes.is_empty() {
-        println!("(none)");
-    }
-    for v in votes {
-        println!("- {}", v);
-    }
+    println!("\n{}", end);
 }
