@@ -1,16 +1,18 @@
-//! Replays one two-peer session that ends with both peers quiet but different heads, and prints
-//! the message sequence and the final sync states as Markdown.
+//! Replays the oracle's reported session with its first known actor pair, which ends with both
+//! peers quiet but different heads, and prints the message sequence and the final sync states as
+//! Markdown.
 
 use std::collections::HashMap;
 
-use automerge::sync::{self, Message, SyncDoc};
-use automerge::transaction::Transactable;
-use automerge::{ActorId, AutoCommit, ChangeHash, ROOT};
+use automerge::sync::Message;
+use automerge::{AutoCommit, ChangeHash};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 
-fn actor(s: &str) -> ActorId {
-    let bytes: Vec<u8> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect();
-    ActorId::from(bytes)
-}
+/// The oracle's scenario: the reported session, its actor pairs and its loop.
+#[path = "../../../oracle/tests/concurrent_edit_sync.rs"]
+#[allow(dead_code)]
+mod scenario;
 
 struct Names(HashMap<ChangeHash, String>);
 
@@ -35,56 +37,55 @@ fn describe(names: &Names, m: &Message) -> String {
     )
 }
 
-fn main() {
-    let mut a = AutoCommit::new().with_actor(actor("644f1da475aef2e6a0b3aa87a78c4516"));
-    let mut b = AutoCommit::new().with_actor(actor("bbae6be7a604e8aa13801f759d07abff"));
-    let (mut sa, mut sb) = (sync::State::new(), sync::State::new());
-    let mut names = Names(HashMap::new());
-    let mut rows: Vec<String> = Vec::new();
-    let mut step = 0;
+/// Records the session as table rows, naming the two edits' changes.
+struct Recorder {
+    names: Names,
+    rows: Vec<String>,
+    first_sync_announced: bool,
+}
 
-    let mut pump = |a: &mut AutoCommit, b: &mut AutoCommit, sa: &mut sync::State, sb: &mut sync::State, names: &Names, rows: &mut Vec<String>| {
-        loop {
-            let to_b = a.sync().generate_sync_message(sa);
-            let to_a = b.sync().generate_sync_message(sb);
-            step += 1;
-            match &to_b {
-                Some(m) => rows.push(format!("| {step} | A -> B | {} |", describe(names, m))),
-                None => rows.push(format!("| {step} | A | generate_sync_message -> None |")),
-            }
-            match &to_a {
-                Some(m) => rows.push(format!("| {step} | B -> A | {} |", describe(names, m))),
-                None => rows.push(format!("| {step} | B | generate_sync_message -> None |")),
-            }
-            let quiet = to_b.is_none() && to_a.is_none();
-            if let Some(m) = to_b {
-                b.sync().receive_sync_message(sb, m).unwrap();
-            }
-            if let Some(m) = to_a {
-                a.sync().receive_sync_message(sa, m).unwrap();
-            }
-            if quiet {
-                break;
-            }
+impl scenario::Observer for Recorder {
+    fn generated(&mut self, round: usize, from: scenario::Peer, message: Option<&Message>) {
+        if !self.first_sync_announced {
+            self.rows.push("| - | both | empty documents, first sync |".into());
+            self.first_sync_announced = true;
         }
-    };
+        let (who, arrow) = match from {
+            scenario::Peer::A => ("A", "A -> B"),
+            scenario::Peer::B => ("B", "B -> A"),
+        };
+        match message {
+            Some(m) => self.rows.push(format!("| {round} | {arrow} | {} |", describe(&self.names, m))),
+            None => self.rows.push(format!("| {round} | {who} | generate_sync_message -> None |")),
+        }
+    }
 
-    rows.push("| - | both | empty documents, first sync |".into());
-    pump(&mut a, &mut b, &mut sa, &mut sb, &names, &mut rows);
+    fn b_edited(&mut self, b: &mut AutoCommit) {
+        self.names.0.insert(b.get_heads()[0], "B1".into());
+        self.rows.push("| - | B | local edit: put title = \"from b\" (change B1) |".into());
+    }
 
-    b.put(ROOT, "title", "from b").unwrap();
-    names.0.insert(b.get_heads()[0], "B1".into());
-    rows.push("| - | B | local edit: put title = \"from b\" (change B1) |".into());
-    let m = b.sync().generate_sync_message(&mut sb).unwrap();
-    rows.push(format!("| - | B -> A | {} |", describe(&names, &m)));
-    a.sync().receive_sync_message(&mut sa, m).unwrap();
-    a.put(ROOT, "title", "from a").unwrap();
-    names.0.insert(a.get_heads()[0], "A1".into());
-    rows.push("| - | A | local edit before answering: put title = \"from a\" (change A1, depends on B1) |".into());
-    pump(&mut a, &mut b, &mut sa, &mut sb, &names, &mut rows);
+    fn b_sent(&mut self, message: &Message) {
+        self.rows.push(format!("| - | B -> A | {} |", describe(&self.names, message)));
+    }
+
+    fn a_edited(&mut self, a: &mut AutoCommit) {
+        self.names.0.insert(a.get_heads()[0], "A1".into());
+        self.rows.push("| - | A | local edit before answering: put title = \"from a\" (change A1, depends on B1) |".into());
+    }
+}
+
+fn main() {
+    let (x, y) = scenario::KNOWN_PAIRS[0];
+    let session = scenario::Session::reported(scenario::unhex(x), scenario::unhex(y));
+    let mut recorder = Recorder { names: Names(HashMap::new()), rows: Vec::new(), first_sync_announced: false };
+    let mut values = SmallRng::seed_from_u64(0);
+    let ended = scenario::run_session(&session, &mut values, &mut recorder);
+    let scenario::Ended { mut a, mut b, sa, sb, .. } = ended;
+    let Recorder { names, rows, .. } = recorder;
 
     println!("# Sync session that goes quiet too early\n");
-    println!("Actors: A = 644f1da4..., B = bbae6be7.... Each round: both peers generate, then both receive.");
+    println!("Actors: A = {}..., B = {}.... Each round: both peers generate, then both receive.", &x[..8], &y[..8]);
     println!("Change names are ours (hashes abbreviated).\n");
     println!("| round | who | message / result |\n|---|---|---|");
     for r in rows {
