@@ -51,7 +51,7 @@ pub struct TrialEnv {
     /// The sandbox over the workspace.
     pub sandbox: Sandbox,
     session: tokio::sync::Mutex<SessionState>,
-    _dir: tempfile::TempDir,
+    _dir: faultline_corpus::workspace::scratch::ScratchDir,
 }
 
 /// Whether the trial's commands go through one long-lived sandbox.
@@ -75,7 +75,7 @@ impl TrialEnv {
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<TrialEnv, EnvError> {
-        let dir = scratch_dir(data).map_err(EnvError::Harness)?;
+        let dir = data.scratch_dir("trial").map_err(EnvError::Harness)?;
         let workspace = dir.path().join("workspace");
         prepared
             .check(TemplateKind::Agent)
@@ -165,17 +165,6 @@ impl TrialEnv {
         }
         Ok(())
     }
-}
-
-/// A private directory for one trial in the data directory's scratch space.
-fn scratch_dir(data: &DataDir) -> Result<tempfile::TempDir> {
-    let scratch = data
-        .scratch()
-        .context("making the data directory's scratch space")?;
-    tempfile::Builder::new()
-        .prefix("trial-")
-        .tempdir_in(&scratch)
-        .with_context(|| format!("making a trial directory in {}", scratch.display()))
 }
 
 /// The trial's copy of the agent template; on the reproduce track, with an empty reproducer.

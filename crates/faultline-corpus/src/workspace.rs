@@ -23,6 +23,7 @@ pub mod layout;
 pub mod prepared;
 pub mod reproducer;
 pub mod resolve;
+pub mod scratch;
 
 pub use build::toolchain_version;
 pub use copy::copy_preserving;

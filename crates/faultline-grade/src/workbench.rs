@@ -85,7 +85,7 @@ pub struct BuildFailure {
 /// A fresh copy of a case's grading template.
 #[derive(Debug)]
 pub struct Workbench {
-    dir: tempfile::TempDir,
+    dir: faultline_corpus::workspace::scratch::ScratchDir,
     /// The crate copy on the host.
     pub workspace: PathBuf,
     /// The oracle package copy on the host (external oracles).
@@ -127,9 +127,7 @@ impl Workbench {
     ) -> Result<Workbench> {
         prepared.check(kind)?;
         let template = prepared.template(kind);
-        let dir = tempfile::Builder::new()
-            .prefix("bench-")
-            .tempdir_in(data.scratch()?)?;
+        let dir = data.scratch_dir("bench")?;
         let workspace = dir.path().join("workspace");
         if template.shared.is_some() {
             copy_sharing_outputs(&template.workspace, &workspace, &prepared.shared_outputs())

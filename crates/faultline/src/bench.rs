@@ -110,9 +110,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             let agent = &prepared.stamp.agent;
             // The baseline builds in a copy: a build in the template itself would be a writer
             // its manifest check could not tell from damage.
-            let copy = tempfile::Builder::new()
-                .prefix("bench-")
-                .tempdir_in(env.data.scratch()?)?;
+            let copy = env.data.scratch_dir("bench")?;
             let workspace = copy.path().join("workspace");
             faultline_corpus::workspace::copy::copy_preserving(&agent.workspace, &workspace)?;
             let sandbox = Sandbox::new(agent.sandbox_spec(&toolchain, &workspace, None))?;

@@ -251,6 +251,11 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
     };
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
+    // A killed run leaves its trials' workspaces behind; resuming it reclaims them.
+    let swept = env.data.sweep_scratch()?;
+    if swept > 0 {
+        eprintln!("removed {swept} scratch directories left by killed runs");
+    }
     let progress = Arc::new(ConsoleProgress::new());
     let summary = faultline_run::run(cfg, env.data.clone(), toolchain, progress.clone()).await?;
     progress.finish();

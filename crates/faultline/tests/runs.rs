@@ -121,6 +121,13 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
         .status()
         .unwrap();
     assert!(status.success());
+    // The workbenches the killed runs left in the scratch space were reclaimed by the last one.
+    let left: Vec<_> = std::fs::read_dir(data.join("tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "left in the scratch space: {left:?}");
     let rs = records(&run);
     let unique: std::collections::BTreeSet<_> = rs.iter().map(|r| r.trial_id.clone()).collect();
     assert_eq!(

@@ -96,9 +96,7 @@ async fn build_and_compare(
         }
     };
     prepared.check(TemplateKind::Agent)?;
-    let scratch = tempfile::Builder::new()
-        .prefix("generator-")
-        .tempdir_in(data.scratch()?)?;
+    let scratch = data.scratch_dir("generator")?;
     let workspace = scratch.path().join("workspace");
     copy_preserving(
         &prepared.template(TemplateKind::Agent).workspace,
