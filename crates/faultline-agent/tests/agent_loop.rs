@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{MODEL, fixture, run, tool};
+use common::{MODEL, api_error, fixture, run, run_repair, tool};
 use faultline_agent::{BuiltinAgent, EnvError, Templates, TrialEnv};
 use faultline_corpus::manifest::Kind;
 use faultline_model::{ModelClient, ModelConfig, Protocol};
@@ -236,22 +236,7 @@ async fn three_unparseable_replies_end_a_trial() {
 
 #[tokio::test]
 async fn a_non_retryable_api_error_is_a_model_error() {
-    let script = vec![Step::Error {
-        status: 401,
-        message: Some("invalid key".into()),
-        retry_after: None,
-        retry_after_ms: None,
-        headers: Default::default(),
-    }];
-    let (result, server) = run(
-        script,
-        Protocol::OpenAiChat,
-        true,
-        Track::Repair,
-        Limits::default(),
-        None,
-    )
-    .await;
+    let (result, server) = run_repair(vec![api_error(401, "invalid key")]).await;
     assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
     assert!(result.trajectory.error.as_deref().unwrap().contains("auth"));
     // A refused key is the run's configuration, not the agent's doing.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{run, tool, trial};
+use common::{api_error, run, run_repair, tool, trial};
 use faultline_model::Protocol;
 use faultline_schema::trajectory::{LimitKind, ResourceLimit, Role};
 use faultline_schema::{ExitStatus, Limits, Track, Trajectory};
@@ -286,28 +286,13 @@ async fn a_trajectory_that_cannot_be_written_fails_the_run_not_the_trial() {
 
 /// A 500 answer, as an overloaded or broken model server gives.
 fn server_error() -> Step {
-    Step::Error {
-        status: 500,
-        message: Some("upstream unavailable".into()),
-        retry_after: None,
-        retry_after_ms: None,
-        headers: Default::default(),
-    }
+    api_error(500, "upstream unavailable")
 }
 
 #[tokio::test]
 async fn an_outage_past_the_retry_budget_is_not_the_agents_failure() {
     // The first attempt and all six retries of the default policy get a 500.
-    let script = vec![server_error(); 7];
-    let (result, server) = run(
-        script,
-        Protocol::OpenAiChat,
-        true,
-        Track::Repair,
-        Limits::default(),
-        None,
-    )
-    .await;
+    let (result, server) = run_repair(vec![server_error(); 7]).await;
     assert_eq!(server.requests().len(), 7);
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::ModelError);

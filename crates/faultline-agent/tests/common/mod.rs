@@ -118,3 +118,27 @@ pub async fn run(
         .unwrap();
     (result, server)
 }
+
+/// Runs a repair trial in tool mode over the OpenAI protocol, with default limits.
+pub async fn run_repair(script: Vec<Step>) -> (TrialResult, ScriptedServer) {
+    run(
+        script,
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        Limits::default(),
+        None,
+    )
+    .await
+}
+
+/// An HTTP error of the model API with the provider's error body.
+pub fn api_error(status: u16, message: &str) -> Step {
+    Step::Error {
+        status,
+        message: Some(message.into()),
+        retry_after: None,
+        retry_after_ms: None,
+        headers: Default::default(),
+    }
+}
