@@ -408,15 +408,7 @@ async fn nothing_in_the_sandbox_names_the_case() {
         ),
         tool("echo FAULTLINE_SUBMIT", 1, 1),
     ];
-    let (result, _server) = run(
-        script,
-        Protocol::OpenAiChat,
-        true,
-        Track::Repair,
-        Limits::default(),
-        None,
-    )
-    .await;
+    let (result, _server) = run_repair(script).await;
     let seen = &result.trajectory.steps[0].action.as_ref().unwrap().output;
     assert!(seen.contains("/workspace"), "{seen}");
     assert!(

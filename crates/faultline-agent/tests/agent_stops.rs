@@ -69,15 +69,7 @@ async fn only_the_first_of_several_tool_calls_runs_and_each_is_answered() {
         raw_completion(two_calls, 10, 5),
         tool("echo FAULTLINE_SUBMIT", 1, 1),
     ];
-    let (result, server) = run(
-        script,
-        Protocol::OpenAiChat,
-        true,
-        Track::Repair,
-        Limits::default(),
-        None,
-    )
-    .await;
+    let (result, server) = run_repair(script).await;
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
     assert_eq!(t.steps[0].action.as_ref().unwrap().command, "ls");
@@ -113,15 +105,7 @@ async fn tool_mode_format_errors_answer_the_call_and_a_command_resets_the_count(
         garbled_call(),
         tool("echo FAULTLINE_SUBMIT", 1, 1),
     ];
-    let (result, server) = run(
-        script,
-        Protocol::OpenAiChat,
-        true,
-        Track::Repair,
-        Limits::default(),
-        None,
-    )
-    .await;
+    let (result, server) = run_repair(script).await;
     let t = &result.trajectory;
     assert_eq!(t.exit_status, ExitStatus::Submitted, "{:?}", t.error);
     let errors = t.steps.iter().filter(|s| s.format_error.is_some()).count();
