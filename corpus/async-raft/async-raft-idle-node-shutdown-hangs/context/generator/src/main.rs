@@ -1,119 +1,53 @@
-//! Calls `Raft::shutdown` on async-raft 0.5.2 nodes in different states and reports how long the
-//! returned join handle takes to complete (Markdown, on stdout).
+//! Prints `../shutdown-timings.md`: the oracle's shutdown scenario for three kinds of node (never
+//! initialized, single-node leader, follower of a two-node cluster), each idle for 200 ms before
+//! `Raft::shutdown()`. Only outcomes are printed (no measured durations), so every run prints
+//! the same text.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+#[path = "../../../oracle/tests/idle_shutdown.rs"]
+#[allow(dead_code)]
+mod scenario;
 
-use anyhow::{anyhow, Result};
-use async_raft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
-};
-use async_raft::{Config, NodeId, Raft, RaftNetwork, State};
-use memstore::{ClientRequest, ClientResponse, MemStore};
-use tokio::time::Instant;
+use scenario::{shut_down, Kind, Outcome, WAIT};
 
-type Node = Raft<ClientRequest, ClientResponse, Net, MemStore>;
-
-#[derive(Default)]
-struct Net {
-    nodes: RwLock<HashMap<NodeId, Arc<Node>>>,
-}
-
-#[async_trait::async_trait]
-impl RaftNetwork<ClientRequest> for Net {
-    async fn append_entries(&self, target: NodeId, rpc: AppendEntriesRequest<ClientRequest>) -> Result<AppendEntriesResponse> {
-        let n = self.nodes.read().unwrap().get(&target).cloned().ok_or_else(|| anyhow!("no route to node {}", target))?;
-        Ok(n.append_entries(rpc).await?)
-    }
-    async fn install_snapshot(&self, target: NodeId, rpc: InstallSnapshotRequest) -> Result<InstallSnapshotResponse> {
-        let n = self.nodes.read().unwrap().get(&target).cloned().ok_or_else(|| anyhow!("no route to node {}", target))?;
-        Ok(n.install_snapshot(rpc).await?)
-    }
-    async fn vote(&self, target: NodeId, rpc: VoteRequest) -> Result<VoteResponse> {
-        let n = self.nodes.read().unwrap().get(&target).cloned().ok_or_else(|| anyhow!("no route to node {}", target))?;
-        Ok(n.vote(rpc).await?)
+fn before(o: &Outcome, with_term: bool) -> String {
+    if with_term {
+        format!("{:?}, term {}, last_log_index {}", o.before.state, o.before.current_term, o.before.last_log_index)
+    } else {
+        format!("{:?}", o.before.state)
     }
 }
 
-async fn settle(node: &Node, want: State) -> String {
-    for _ in 0..100 {
-        let m = node.metrics().borrow().clone();
-        if m.state == want {
-            return format!("{:?}, term {}, last_log_index {}", m.state, m.current_term, m.last_log_index);
-        }
-        tokio::time::delay_for(Duration::from_millis(20)).await;
-    }
-    panic!("node never reached {:?}", want);
-}
-
-async fn timed_shutdown(node: Node) -> String {
-    let start = Instant::now();
-    match tokio::time::timeout(Duration::from_secs(5), node.shutdown()).await {
-        Ok(Ok(r)) => format!("completed after {} ms: {:?}", start.elapsed().as_millis(), r),
-        Ok(Err(e)) => format!("task failed after {} ms: {}", start.elapsed().as_millis(), e),
-        Err(_) => "still pending after 5000 ms".to_string(),
-    }
+fn yes_no(b: bool, yes: &str, no: &str) -> String {
+    if b { yes } else { no }.to_string()
 }
 
 #[tokio::main(threaded_scheduler)]
 async fn main() {
-    let config = Arc::new(Config::build("demo".into()).validate().unwrap());
-    let min = config.election_timeout_min;
-    let max = config.election_timeout_max;
-    let mut rows = Vec::new();
-
-    // A node that was never initialized.
-    let net = Arc::new(Net::default());
-    let a = Node::new(7, config.clone(), net.clone(), Arc::new(MemStore::new(7)));
-    let st = settle(&a, State::NonVoter).await;
-    tokio::time::delay_for(Duration::from_millis(200)).await;
-    rows.push(("node 7, never initialized", st, timed_shutdown(a).await));
-
-    // A single-node cluster.
-    let b = Node::new(0, config.clone(), net.clone(), Arc::new(MemStore::new(0)));
-    b.initialize([0u64].iter().cloned().collect::<HashSet<_>>()).await.unwrap();
-    let st = settle(&b, State::Leader).await;
-    tokio::time::delay_for(Duration::from_millis(200)).await;
-    rows.push(("node 0, single-node cluster {0}", st, timed_shutdown(b).await));
-
-    // A follower of a two-node cluster whose leader stays up.
-    let net = Arc::new(Net::default());
-    for id in [1u64, 2].iter() {
-        let n = Node::new(*id, config.clone(), net.clone(), Arc::new(MemStore::new(*id)));
-        net.nodes.write().unwrap().insert(*id, Arc::new(n));
-    }
-    let n1 = net.nodes.read().unwrap()[&1].clone();
-    n1.initialize([1u64, 2].iter().cloned().collect::<HashSet<_>>()).await.unwrap();
-    let mut follower = None;
-    for _ in 0..100 {
-        for id in [1u64, 2].iter() {
-            let n = net.nodes.read().unwrap()[id].clone();
-            if n.metrics().borrow().state == State::Leader {
-                follower = Some(if *id == 1 { 2 } else { 1 });
-            }
-        }
-        if follower.is_some() {
-            break;
-        }
-        tokio::time::delay_for(Duration::from_millis(20)).await;
-    }
-    let fid = follower.expect("a leader");
-    tokio::time::delay_for(Duration::from_millis(200)).await;
-    let f = net.nodes.write().unwrap().remove(&fid).unwrap();
-    let f = Arc::try_unwrap(f).ok().expect("only handle");
-    let st = settle(&f, State::Follower).await;
-    let label = if fid == 1 { "node 1, follower in {1, 2}" } else { "node 2, follower in {1, 2}" };
-    rows.push((label, st, timed_shutdown(f).await));
-
+    let rows = [
+        ("node 7, never initialized", Kind::Uninitialized(7), true),
+        ("node 0, single-node cluster {0}", Kind::SingleLeader(0), true),
+        ("the follower of a cluster {1, 2}", Kind::Follower(vec![1, 2]), false),
+    ];
     println!("# Shutting down async-raft 0.5.2 nodes\n");
-    println!("memstore 0.1.0, default `Config` (heartbeat {} ms, election timeout {}-{} ms), in-process", config.heartbeat_interval, min, max);
-    println!("network. Each node had been idle for at least 200 ms before `shutdown()` was called; the");
-    println!("returned join handle was awaited for up to 5 s.\n");
-    println!("| node | state before shutdown | awaiting the join handle |");
-    println!("|---|---|---|");
-    for (a, b, c) in rows {
-        println!("| {} | {} | {} |", a, b, c);
+    println!("memstore 0.1.0, default `Config` (heartbeat 50 ms, election timeout 150-300 ms), in-process");
+    println!("network, one client write on the leader of each initialized cluster. Each node had been idle");
+    println!("for 200 ms before `shutdown()` was called; the returned join handle was awaited for up to");
+    println!("{} s, then the node's metrics channel and the `MemStore` handed to it were checked.\n", WAIT.as_secs());
+    println!("| node | state before shutdown | awaiting the join handle | metrics channel | MemStore |");
+    println!("|---|---|---|---|---|");
+    for (label, kind, with_term) in rows.iter() {
+        let o = shut_down(kind, 200).await;
+        let joined = match &o.joined {
+            Some(r) => format!("completed: {}", r),
+            None => format!("still pending after {} ms", WAIT.as_millis()),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            label,
+            before(&o, *with_term),
+            joined,
+            yes_no(o.metrics_closed, "closed", "still open"),
+            yes_no(o.storage_released, "released", "still held by the node"),
+        );
     }
 }
