@@ -1,5 +1,6 @@
-//! The repository's corpus: every case loads, the generated documents are current, every oracle
-//! keeps the reproduce track's rules as the gold baseline submits it, and the smoke suite
+//! The repository's corpus: every case loads, enough oracles are seeded, the generated documents
+//! are current, every oracle keeps the reproduce track's rules as the gold baseline submits it,
+//! and the smoke suite
 //! validates from scratch (real crates from the package registry, real sandboxes; in
 //! `needs_registry`).
 
@@ -19,6 +20,45 @@ fn every_case_loads() {
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(corpus.cases.len() >= 3);
     corpus.suite("smoke").unwrap();
+}
+
+/// Seeded oracles re-check a repair under schedules the agent never saw; the corpus keeps at
+/// least this many of them, and at least this share as it grows.
+const MIN_SEEDED: usize = 15;
+const MIN_SEEDED_SHARE: f64 = 0.4;
+
+#[test]
+fn enough_oracles_are_seeded_and_each_reads_its_seed() {
+    let corpus = Corpus::load(&corpus_dir()).unwrap();
+    let seeded: Vec<_> = corpus
+        .cases
+        .iter()
+        .filter(|c| c.manifest.oracle.seeded)
+        .collect();
+    for case in &seeded {
+        let tests = case.dir.join("oracle").join("tests");
+        let reads_seed = std::fs::read_dir(&tests)
+            .unwrap_or_else(|e| panic!("{}: {e}", tests.display()))
+            .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+            .any(|text| text.contains("FAULTLINE_SEED"));
+        assert!(
+            reads_seed,
+            "{} is marked seeded but never reads FAULTLINE_SEED",
+            case.id()
+        );
+        assert!(
+            case.manifest.oracle.buggy_failure_rate.is_some(),
+            "{} records no measured buggy failure rate",
+            case.id()
+        );
+    }
+    let share = seeded.len() as f64 / corpus.cases.len() as f64;
+    assert!(
+        seeded.len() >= MIN_SEEDED && share >= MIN_SEEDED_SHARE,
+        "{} of {} oracles are seeded",
+        seeded.len(),
+        corpus.cases.len()
+    );
 }
 
 #[test]
