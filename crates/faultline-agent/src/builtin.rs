@@ -10,7 +10,9 @@ use crate::prompts::{SUBMIT_SENTINEL, Templates};
 use crate::record::Recorder;
 use crate::stop::{Limit, Stop};
 use anyhow::Result;
-use faultline_model::{ModelClient, ModelResponse, PricingTable};
+use faultline_model::{
+    ErrorKind, ModelClient, ModelError, ModelResponse, PricingTable, RetryStats,
+};
 use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
 use faultline_schema::trajectory::{
     Action, AgentInfo, AgentKind, ModelCall, ResourceLimit, Step, Tokens,
@@ -18,6 +20,7 @@ use faultline_schema::trajectory::{
 use faultline_schema::{ActionKind, Limits, Submission, Track};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Consecutive unparseable replies that end a trial.
@@ -144,15 +147,35 @@ impl BuiltinAgent {
         let request = trial
             .conversation
             .request(self.max_output_tokens, self.temperature);
+        let failed_attempts = AtomicU32::new(0);
         let call = async {
             let _permit = match &self.model_permits {
                 Some(p) => Some(p.acquire().await.expect("the semaphore is never closed")),
                 None => None,
             };
-            self.client.complete(&request).await
+            self.client
+                .complete_counting(&request, &failed_attempts)
+                .await
         };
         let started = std::time::Instant::now();
         match tokio::time::timeout(trial.remaining(), call).await {
+            // The trial's time ran out inside a call the provider kept failing (a server that
+            // stalls or errs while the client retries): its outage, not the agent's time.
+            Err(_) if failed_attempts.load(Ordering::Relaxed) > 0 => {
+                trial.rec.add_lost_time(started.elapsed().as_secs_f64());
+                let failed = failed_attempts.load(Ordering::Relaxed);
+                Err(Stop::ModelError(ModelError::Transport {
+                    kind: ErrorKind::Timeout,
+                    message: format!(
+                        "the trial's time ran out while the call was being retried after \
+                         {failed} failed attempt(s)"
+                    ),
+                    retry: RetryStats {
+                        retries: failed,
+                        ..RetryStats::default()
+                    },
+                }))
+            }
             Err(_) => Err(Stop::Limit(Limit::WallTime(trial.limits().wall_secs))),
             Ok(Err(e)) => {
                 if let Some(usage) = e.billed_usage() {

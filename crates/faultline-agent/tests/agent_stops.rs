@@ -335,3 +335,50 @@ async fn an_unpriced_models_cost_stays_unknown_when_its_calls_fail() {
     assert_eq!(result.trajectory.exit_status, ExitStatus::ModelError);
     assert_eq!(result.trajectory.totals.cost_usd, None);
 }
+
+#[tokio::test]
+async fn time_running_out_inside_a_call_the_provider_keeps_failing_is_not_the_agents() {
+    let limits = Limits {
+        wall_secs: 3,
+        ..Limits::default()
+    };
+    // Each attempt stalls until the client's one-second attempt timeout; the trial's three
+    // seconds run out while the client is still retrying.
+    let (mut agent, env, server) = trial(
+        vec![Step::Hang {}; 8],
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits.clone(),
+    )
+    .await;
+    let mut config = agent.client.config().clone();
+    config.attempt_timeout = std::time::Duration::from_secs(1);
+    agent.client = faultline_model::ModelClient::new(config).unwrap();
+    let result = agent.run(&env, None).await.unwrap();
+    let why = result
+        .infra_failure
+        .as_deref()
+        .expect("an infrastructure failure");
+    assert!(
+        why.contains("time ran out") && why.contains("failed attempt"),
+        "{why}"
+    );
+    assert!(server.requests().len() >= 2);
+    let t = &result.trajectory;
+    assert!(t.totals.working_secs < 1.0, "{:?}", t.totals);
+
+    // A model that is merely slow (one attempt still running when the time is up) is the
+    // agent's limit, as before.
+    let (agent, env, _server) = trial(
+        vec![Step::Hang {}],
+        Protocol::OpenAiChat,
+        true,
+        Track::Repair,
+        limits,
+    )
+    .await;
+    let result = agent.run(&env, None).await.unwrap();
+    assert_eq!(result.trajectory.exit_status, ExitStatus::WallTimeLimit);
+    assert_eq!(result.infra_failure, None);
+}

@@ -1,6 +1,7 @@
 //! The HTTP client: one `complete` call = encode, send with retries, decode.
 
 use std::error::Error as _;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
@@ -90,6 +91,17 @@ impl ModelClient {
     /// Sends `request`, retrying transient failures per the configured
     /// [`crate::RetryPolicy`], and returns the decoded reply.
     pub async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.complete_counting(request, &AtomicU32::new(0)).await
+    }
+
+    /// [`Self::complete`], counting the attempts that failed in `failed_attempts` as they fail,
+    /// so a caller that gives up on the call (its own deadline) can tell a call the provider
+    /// kept failing from one that was merely slow.
+    pub async fn complete_counting(
+        &self,
+        request: &ModelRequest,
+        failed_attempts: &AtomicU32,
+    ) -> Result<ModelResponse, ModelError> {
         let body = self.encode(request)?;
         let started = Instant::now();
         let mut stats = RetryStats::default();
@@ -121,6 +133,7 @@ impl ModelClient {
                 }
                 Err(failure) => failure,
             };
+            failed_attempts.fetch_add(1, Ordering::Relaxed);
             let AttemptError { mut error, headers } = failure;
             let wait = if should_retry(error.kind(), headers.as_ref())
                 && stats.retries < self.config.retry.max_retries
