@@ -288,6 +288,25 @@ struct Shared {
     names_function: BTreeMap<String, bool>,
     builtins: BTreeMap<String, Arc<BuiltinAgent>>,
     log: Mutex<ResultsLog>,
+    /// Why the run stops before its remaining trials: a failure every later trial would meet
+    /// the same way (a model server that refuses tool definitions).
+    stopped: std::sync::Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn stopped(&self) -> Option<String> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn stop(&self, why: &str) {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| why.to_string());
+    }
 }
 
 /// Runs (or resumes) a run.
@@ -399,6 +418,7 @@ pub async fn run(
         names_function,
         builtins,
         log: Mutex::new(log),
+        stopped: std::sync::Mutex::new(None),
     });
     let workers = Arc::new(Semaphore::new(cfg.workers.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -408,6 +428,9 @@ pub async fn run(
         let progress = progress.clone();
         tasks.spawn(async move {
             let _slot = workers.acquire().await.expect("never closed");
+            if shared.stopped().is_some() {
+                return anyhow::Ok(());
+            }
             progress.event(ProgressEvent::Started(trial.trial_id.clone()));
             let record = run_trial(&shared, &trial).await?;
             shared.log.lock().await.append(&record)?;
@@ -423,6 +446,11 @@ pub async fn run(
     }
     if let Some(e) = first_error {
         return Err(e.context("a trial could not be recorded"));
+    }
+    if let Some(why) = shared.stopped() {
+        bail!(
+            "the run stopped before its remaining trials, which would all fail the same way: {why}"
+        );
     }
     let all = latest(shared.log.lock().await.read()?);
     let mut outcomes = BTreeMap::new();
@@ -510,6 +538,9 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             ..
         }) => {
             dir.write_trajectory(&trajectory)?;
+            if why.contains(faultline_model::TOOLS_REFUSED) {
+                s.stop(&why);
+            }
             let grade = faultline_grade::grader::infra_error(
                 case,
                 &t.trial_id,
