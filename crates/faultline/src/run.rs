@@ -252,9 +252,12 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
     // A killed run leaves its trials' workspaces behind; resuming it reclaims them.
-    let swept = env.data.sweep_scratch()?;
-    if swept > 0 {
-        eprintln!("removed {swept} scratch directories left by killed runs");
+    // Housekeeping only: a scratch space it cannot sweep fails the trials that need it, with
+    // the harness's own error.
+    match env.data.sweep_scratch() {
+        Ok(0) => {}
+        Ok(swept) => eprintln!("removed {swept} scratch directories left by killed runs"),
+        Err(e) => eprintln!("warning: could not sweep the scratch space: {e:#}"),
     }
     let progress = Arc::new(ConsoleProgress::new());
     let summary = faultline_run::run(cfg, env.data.clone(), toolchain, progress.clone()).await?;
