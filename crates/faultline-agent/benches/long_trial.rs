@@ -1,6 +1,8 @@
 //! A 450-step trial of the built-in agent against the scripted model server, on the fixture
 //! case: the harness's memory over the run (it should stay flat apart from the trajectory it
-//! keeps) and the per-step cost of the loop. Run: `cargo bench -p faultline-agent --bench long_trial`.
+//! keeps) and the per-step cost of the loop, with 9 KB of command output per step: the harness's
+//! time per step at the end against at the start. Run:
+//! `cargo bench -p faultline-agent --bench long_trial`.
 
 use faultline_agent::{BuiltinAgent, Templates, TrialEnv};
 use faultline_model::{ModelClient, ModelConfig, Protocol};
@@ -30,7 +32,7 @@ async fn main() {
     let f = Prepared::fixture(dir.path(), "toy-long-trial").await;
     let steps: Vec<Step> = (0..STEPS)
         .map(|i| Step::ToolCall {
-            command: format!("echo step {i} && head -c 2000 src/lib.rs"),
+            command: format!("echo step {i} && yes output-of-step-{i} | head -c 9000"),
             text: None,
             id: None,
             raw_arguments: None,
@@ -120,6 +122,24 @@ async fn main() {
         "command in sandbox: median {:.1} ms, p90 {:.1} ms",
         1000.0 * sorted[sorted.len() / 2],
         1000.0 * sorted[sorted.len() * 9 / 10]
+    );
+    // The harness's own time per step: the step's span less its model call and its command.
+    let spans: Vec<f64> = t
+        .steps
+        .windows(2)
+        .map(|w| {
+            let model = w[0].model.as_ref().map_or(0.0, |m| m.latency_secs);
+            let command = w[0].action.as_ref().map_or(0.0, |a| a.duration_secs);
+            w[1].started_secs - w[0].started_secs - model - command
+        })
+        .collect();
+    let mean_ms = |s: &[f64]| 1000.0 * s.iter().sum::<f64>() / s.len() as f64;
+    let (first, last) = (&spans[..50], &spans[spans.len() - 50..]);
+    println!(
+        "harness time per step: {:.2} ms over steps 1-50, {:.2} ms over the last 50 ({:.2}x)",
+        mean_ms(first),
+        mean_ms(last),
+        mean_ms(last) / mean_ms(first)
     );
     println!(
         "harness RSS: {} KiB at 10% of the run, {} KiB at 50%, {} KiB at 100%; trajectory file {} KiB",

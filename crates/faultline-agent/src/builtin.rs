@@ -53,7 +53,7 @@ pub struct BuiltinAgent {
 pub struct TrialResult {
     /// What the agent submitted.
     pub submission: Submission,
-    /// The complete trajectory (also written to disk after every step).
+    /// The complete trajectory (also written to disk when the trial ends).
     pub trajectory: faultline_schema::Trajectory,
     /// Why the trial ended for a reason that is not the agent's (its model's API failed for
     /// good): such a trial is recorded unscored, to be redone.
@@ -79,8 +79,8 @@ impl BuiltinAgent {
         }
     }
 
-    /// Runs one trial to its end; the trajectory is written to `trajectory_path` after every
-    /// step. Errors are only for the harness's own failures (e.g. a full disk): whatever the
+    /// Runs one trial to its end; its steps are logged beside `trajectory_path` as they come and
+    /// the trajectory is written there at the end. Errors are only for the harness's own failures (e.g. a full disk): whatever the
     /// model, the agent or the sandbox do ends the trial with an exit status instead.
     pub async fn run(
         &self,

@@ -1,12 +1,17 @@
-//! Keeping a trial's trajectory and writing it atomically after every step.
+//! Keeping a trial's trajectory: each step is appended to `trajectory.partial.jsonl` as it is
+//! recorded (one JSON line, so the harness's time per step does not grow with the trial and a
+//! kill leaves every complete line readable), and the whole trajectory is written atomically to
+//! `trajectory.json` when the trial ends, when the partial log is removed.
 
 use anyhow::{Context, Result};
 use faultline_schema::trajectory::{
     AgentInfo, ChatMessage, LimitFired, Step, TRAJECTORY_SCHEMA_VERSION, Totals,
 };
 use faultline_schema::{ExitStatus, Task, Trajectory};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 /// The trajectory of a running trial and where it is written.
@@ -15,6 +20,10 @@ pub struct Recorder {
     /// The trajectory so far.
     pub trajectory: Trajectory,
     path: Option<PathBuf>,
+    /// The partial log, opened at the first step.
+    partial: Option<std::fs::File>,
+    /// Messages already in the partial log.
+    messages_logged: usize,
     started: Instant,
     last_diff_sha: String,
     retry_wait_secs: f64,
@@ -23,7 +32,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts a trajectory; `path` is where it is written after every step (none: kept in memory).
+    /// Starts a trajectory; `path` is where it is written when the trial ends, its steps logged
+    /// beside it as they come ([`partial_path`]); none: kept in memory.
     pub fn new(task: &Task, agent: AgentInfo, path: Option<PathBuf>) -> Recorder {
         Recorder {
             trajectory: Trajectory {
@@ -46,6 +56,8 @@ impl Recorder {
                 steps: Vec::new(),
             },
             path,
+            partial: None,
+            messages_logged: 0,
             started: Instant::now(),
             last_diff_sha: hex::encode(Sha256::digest(b"")),
             retry_wait_secs: 0.0,
@@ -116,9 +128,36 @@ impl Recorder {
             t.steps_to_first_edit.get_or_insert(step.index);
             self.last_diff_sha = step.diff_sha256.clone();
         }
-        self.trajectory.steps.push(step);
         self.refresh_times();
-        self.save()
+        self.log_step(&step)?;
+        self.trajectory.steps.push(step);
+        Ok(())
+    }
+
+    /// Appends a step, with the messages recorded since the last one and the totals after it,
+    /// to the partial log as one line.
+    fn log_step(&mut self, step: &Step) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let partial = partial_path(path);
+        if self.partial.is_none() {
+            self.partial = Some(std::fs::File::create(&partial).with_context(|| {
+                format!("writing the trajectory's step log {}", partial.display())
+            })?);
+        }
+        let line = PartialLine {
+            messages: &self.trajectory.messages[self.messages_logged..],
+            step,
+            totals: &self.trajectory.totals,
+        };
+        let mut bytes = serde_json::to_vec(&line)?;
+        bytes.push(b'\n');
+        let file = self.partial.as_mut().expect("opened above");
+        file.write_all(&bytes)
+            .with_context(|| format!("writing the trajectory's step log {}", partial.display()))?;
+        self.messages_logged = self.trajectory.messages.len();
+        Ok(())
     }
 
     /// Adds the cost of a billed call that produced no step (a reply that failed mid-way).
@@ -148,15 +187,109 @@ impl Recorder {
         self.trajectory.limit_fired = limit;
         self.trajectory.error = error;
         self.refresh_times();
-        self.save()
-    }
-
-    /// Writes the trajectory atomically, if it has a path.
-    pub fn save(&self) -> Result<()> {
         if let Some(p) = &self.path {
             faultline_schema::io::write_json_atomic(p, &self.trajectory)
                 .with_context(|| format!("writing the trajectory {}", p.display()))?;
+            if self.partial.take().is_some() {
+                let partial = partial_path(p);
+                std::fs::remove_file(&partial)
+                    .with_context(|| format!("removing {}", partial.display()))?;
+            }
         }
         Ok(())
+    }
+}
+
+/// One line of the partial log.
+#[derive(Serialize)]
+struct PartialLine<'a> {
+    messages: &'a [ChatMessage],
+    step: &'a Step,
+    totals: &'a Totals,
+}
+
+/// Where the steps of a trial in progress are logged, beside its trajectory.
+pub fn partial_path(trajectory: &Path) -> PathBuf {
+    trajectory.with_extension("partial.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline_schema::trajectory::{AgentKind, Role};
+    use faultline_schema::{Condition, Limits, Track};
+
+    fn task() -> Task {
+        Task {
+            schema_version: 1,
+            trial_id: "c/repair/symptom/1".into(),
+            case_id: "c".into(),
+            track: Track::Repair,
+            condition: Condition::Symptom,
+            attempt: 1,
+            seed: 1,
+            crate_name: "c".into(),
+            bundle_files: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    fn step(index: u32) -> Step {
+        Step {
+            index,
+            started_secs: 0.0,
+            model: None,
+            thought: Some(format!("thought {index}")),
+            action: None,
+            format_error: None,
+            diff: None,
+            diff_sha256: format!("{index}"),
+        }
+    }
+
+    fn message(text: &str) -> ChatMessage {
+        ChatMessage {
+            role: Role::User,
+            content: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    #[test]
+    fn steps_are_appended_as_lines_and_the_trajectory_is_written_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trajectory.json");
+        let agent = AgentInfo {
+            kind: AgentKind::Builtin,
+            name: "m".into(),
+            model: None,
+            protocol: None,
+            settings: Default::default(),
+        };
+        let mut rec = Recorder::new(&task(), agent, Some(path.clone()));
+        rec.extend_messages([message("task")]);
+        rec.push_step(step(1), "d1".into()).unwrap();
+        rec.extend_messages([message("feedback")]);
+        rec.push_step(step(2), "d2".into()).unwrap();
+        // Mid-trial (as a kill would leave it): no trajectory yet, one complete line per step,
+        // each with the messages that came before it.
+        assert!(!path.exists());
+        let log = std::fs::read_to_string(partial_path(&path)).unwrap();
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["messages"][0]["content"], "task");
+        assert_eq!(lines[1]["messages"][0]["content"], "feedback");
+        assert_eq!(lines[1]["step"]["index"], 2);
+        assert_eq!(lines[1]["totals"]["steps"], 2);
+
+        rec.finish(ExitStatus::Submitted, None, None).unwrap();
+        let written: Trajectory = faultline_schema::io::read_json(&path, "trajectory").unwrap();
+        assert_eq!(written.steps.len(), 2);
+        assert_eq!(written.messages.len(), 2);
+        assert!(!partial_path(&path).exists());
     }
 }

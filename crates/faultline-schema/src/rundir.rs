@@ -191,7 +191,7 @@ impl TrialDir {
         self.root.join(TASK_FILE)
     }
 
-    /// `trajectory.json`, written after every step.
+    /// `trajectory.json`, written when the trial ends.
     pub fn trajectory_path(&self) -> PathBuf {
         self.root.join(TRAJECTORY_FILE)
     }
