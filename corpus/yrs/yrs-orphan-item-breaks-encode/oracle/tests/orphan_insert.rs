@@ -5,7 +5,7 @@ use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::{Array, ArrayPrelim, ArrayRef, Doc, Map, MapRef, ReadTxn, StateVector, Text, TextPrelim, TextRef, Transact, Update};
 
-fn apply(doc: &Doc, update: &[u8]) {
+pub fn apply(doc: &Doc, update: &[u8]) {
     let mut txn = doc.transact_mut();
     txn.apply_update(Update::decode_v1(update).unwrap());
 }
@@ -14,7 +14,7 @@ fn diff_since(doc: &Doc, sv: &StateVector) -> Vec<u8> {
     doc.transact().encode_state_as_update_v1(sv)
 }
 
-fn full_state(doc: &Doc) -> Vec<u8> {
+pub fn full_state(doc: &Doc) -> Vec<u8> {
     doc.transact().encode_state_as_update_v1(&StateVector::default())
 }
 
@@ -31,8 +31,16 @@ fn sync_all(docs: &[&Doc]) {
     }
 }
 
-#[test]
-fn first_insert_into_removed_map_entry() {
+/// The symptom's relay: the owner (11) created an empty nested text under `draft`, the editor (33)
+/// typed into it while the owner removed the entry, and the server (22) received the removal
+/// first. `observe` sees the server after each update it applies, with the update's size.
+pub struct Relay {
+    pub owner: Doc,
+    pub server: Doc,
+    pub editor: Doc,
+}
+
+pub fn removal_before_late_typing(observe: &mut dyn FnMut(&str, usize, &Doc)) -> Relay {
     let owner = Doc::with_client_id(11);
     let server = Doc::with_client_id(22);
     let editor = Doc::with_client_id(33);
@@ -40,6 +48,7 @@ fn first_insert_into_removed_map_entry() {
     notes.insert(&mut owner.transact_mut(), "draft", TextPrelim::new(""));
     let init = full_state(&owner);
     apply(&server, &init);
+    observe("initial", init.len(), &server);
     apply(&editor, &init);
 
     // The editor types into the (still empty) nested text ...
@@ -59,8 +68,17 @@ fn first_insert_into_removed_map_entry() {
 
     // The server hears about the removal first.
     apply(&server, &removed);
+    observe("removed", removed.len(), &server);
     apply(&server, &typed);
+    observe("typed", typed.len(), &server);
+    Relay { owner, server, editor }
+}
 
+#[test]
+fn first_insert_into_removed_map_entry() {
+    let Relay { owner, server, editor } = removal_before_late_typing(&mut |_, _, _| {});
+    let notes: MapRef = owner.get_or_insert_map("notes");
+    let editor_notes: MapRef = editor.get_or_insert_map("notes");
     let snapshot = full_state(&server);
     let fresh = Doc::with_client_id(44);
     apply(&fresh, &snapshot);
@@ -71,6 +89,18 @@ fn first_insert_into_removed_map_entry() {
     assert_eq!(json(&server), json(&editor));
     assert_eq!(json(&fresh), json(&server));
     assert!(notes.get(&owner.transact(), "draft").is_none());
+
+    // The editor keeps working: its next edit reaches everyone, the server and late joiners too.
+    editor_notes.insert(&mut editor.transact_mut(), "title", "later");
+    sync_all(&[&owner, &server, &editor, &fresh]);
+    for d in [&owner, &server, &fresh] {
+        assert_eq!(json(d), json(&editor));
+        assert_eq!(d.transact().state_vector(), editor.transact().state_vector());
+    }
+    let joiner = Doc::with_client_id(45);
+    apply(&joiner, &full_state(&server));
+    assert_eq!(json(&joiner), json(&editor));
+    assert_eq!(joiner.transact().state_vector(), editor.transact().state_vector());
 }
 
 #[test]
@@ -112,4 +142,17 @@ fn first_push_into_removed_nested_array() {
         assert_eq!(json(d), json(&a));
     }
     assert_eq!(rows.len(&a.transact()), 1);
+
+    // c keeps working: its next push reaches everyone, b's state stays complete.
+    let c_rows: ArrayRef = c.get_or_insert_array("rows");
+    c_rows.push_back(&mut c.transact_mut(), 2);
+    sync_all(&[&a, &b, &c, &joiner]);
+    for d in [&a, &b, &joiner] {
+        assert_eq!(json(d), json(&c));
+        assert_eq!(d.transact().state_vector(), c.transact().state_vector());
+    }
+    let late = Doc::with_client_id(9);
+    apply(&late, &full_state(&b));
+    assert_eq!(json(&late), json(&c));
+    assert_eq!(late.transact().state_vector(), c.transact().state_vector());
 }
