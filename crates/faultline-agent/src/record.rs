@@ -213,26 +213,38 @@ pub fn partial_path(trajectory: &Path) -> PathBuf {
     trajectory.with_extension("partial.jsonl")
 }
 
+/// A recorder of a repair trial of a built-in agent, for tests.
+#[cfg(test)]
+pub(crate) fn test_recorder(limits: &faultline_schema::Limits, path: Option<PathBuf>) -> Recorder {
+    use faultline_schema::trajectory::AgentKind;
+    use faultline_schema::{Condition, Track};
+    let task = Task {
+        schema_version: 1,
+        trial_id: "c/repair/symptom/1".into(),
+        case_id: "c".into(),
+        track: Track::Repair,
+        condition: Condition::Symptom,
+        attempt: 1,
+        seed: 1,
+        crate_name: "kv".into(),
+        bundle_files: Vec::new(),
+        limits: limits.clone(),
+    };
+    let agent = AgentInfo {
+        kind: AgentKind::Builtin,
+        name: "m".into(),
+        model: None,
+        protocol: None,
+        settings: Default::default(),
+    };
+    Recorder::new(&task, agent, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_schema::trajectory::{AgentKind, Role};
-    use faultline_schema::{Condition, Limits, Track};
-
-    fn task() -> Task {
-        Task {
-            schema_version: 1,
-            trial_id: "c/repair/symptom/1".into(),
-            case_id: "c".into(),
-            track: Track::Repair,
-            condition: Condition::Symptom,
-            attempt: 1,
-            seed: 1,
-            crate_name: "c".into(),
-            bundle_files: Vec::new(),
-            limits: Limits::default(),
-        }
-    }
+    use faultline_schema::Limits;
+    use faultline_schema::trajectory::Role;
 
     fn step(index: u32) -> Step {
         Step {
@@ -260,14 +272,7 @@ mod tests {
     fn steps_are_appended_as_lines_and_the_trajectory_is_written_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trajectory.json");
-        let agent = AgentInfo {
-            kind: AgentKind::Builtin,
-            name: "m".into(),
-            model: None,
-            protocol: None,
-            settings: Default::default(),
-        };
-        let mut rec = Recorder::new(&task(), agent, Some(path.clone()));
+        let mut rec = test_recorder(&Limits::default(), Some(path.clone()));
         rec.extend_messages([message("task")]);
         rec.push_step(step(1), "d1".into()).unwrap();
         rec.extend_messages([message("feedback")]);

@@ -157,8 +157,6 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_schema::trajectory::{AgentInfo, AgentKind};
-    use faultline_schema::{Condition, Task, Track};
 
     fn model_error() -> ModelError {
         ModelError::Config("no key".into())
@@ -262,26 +260,7 @@ mod tests {
     }
 
     fn recorder(limits: &Limits) -> Recorder {
-        let task = Task {
-            schema_version: 1,
-            trial_id: "c/repair/symptom/1".into(),
-            case_id: "c".into(),
-            track: Track::Repair,
-            condition: Condition::Symptom,
-            attempt: 1,
-            seed: 1,
-            crate_name: "kv".into(),
-            bundle_files: vec![],
-            limits: limits.clone(),
-        };
-        let agent = AgentInfo {
-            kind: AgentKind::Builtin,
-            name: "m".into(),
-            model: None,
-            protocol: None,
-            settings: Default::default(),
-        };
-        Recorder::new(&task, agent, None)
+        crate::record::test_recorder(limits, None)
     }
 
     #[test]
