@@ -1,40 +1,23 @@
-//! Builds the server document of the report (60 edits, 24 clients x 2 sessions, merge, 50 edits)
-//! and prints what reading it at its own heads shows, as Markdown.
+//! Builds the server document of the oracle's reported shape (60 edits, 24 clients x 2 sessions,
+//! merge, 50 edits) and prints what reading it at its own heads shows, as Markdown.
 
-use automerge::transaction::Transactable;
 use automerge::{ActorId, AutoCommit, ReadDoc, ROOT};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use std::collections::HashMap;
 
-fn main() {
-    let mut rng = SmallRng::seed_from_u64(11);
-    let mut next_actor = || ActorId::from(rng.gen::<[u8; 16]>());
-    let mut short: HashMap<ActorId, String> = HashMap::new();
+/// The oracle's scenario: the actors, the server document and its reported shape.
+#[path = "../../../oracle/tests/merged_history.rs"]
+#[allow(dead_code)]
+mod scenario;
 
-    let mut server = AutoCommit::new().with_actor(next_actor());
-    short.insert(server.get_actor().clone(), "server".into());
-    for i in 0..60 {
-        server.put(ROOT, format!("setup-{i}"), i as i64).unwrap();
-        server.commit();
-    }
-    let mut clients: Vec<AutoCommit> = (0..24).map(|_| server.fork().with_actor(next_actor())).collect();
-    for (c, doc) in clients.iter_mut().enumerate() {
-        for s in 0..2 {
-            short.insert(doc.get_actor().clone(), format!("client-{c}/session-{s}"));
-            doc.put(ROOT, format!("client-{c}-session-{s}"), s as i64).unwrap();
-            doc.commit();
-            let a = next_actor();
-            doc.set_actor(a);
-        }
-    }
-    for doc in clients.iter_mut() {
-        server.merge(doc).unwrap();
-    }
-    for i in 0..50 {
-        server.put(ROOT, format!("later-{i}"), i as i64).unwrap();
-        server.commit();
-    }
+fn main() {
+    let mut short: HashMap<ActorId, String> = HashMap::new();
+    let mut actors = scenario::Actors(SmallRng::seed_from_u64(11));
+    let built = scenario::server_doc(&mut actors, scenario::REPORTED, &mut |actor, role| {
+        short.insert(actor.clone(), role);
+    });
+    let mut server = built.server;
 
     let heads = server.get_heads();
     let all = server.get_changes(&[]);
