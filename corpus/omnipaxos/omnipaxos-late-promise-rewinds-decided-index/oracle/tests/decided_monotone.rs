@@ -11,22 +11,22 @@ use omnipaxos::{ClusterConfig, OmniPaxos, OmniPaxosConfig, ServerConfig};
 use omnipaxos_storage::memory_storage::MemoryStorage;
 
 #[derive(Clone, Debug, PartialEq)]
-struct Cmd(u64);
+pub struct Cmd(pub u64);
 
 impl Entry for Cmd {
     type Snapshot = NoSnapshot;
 }
 
-type Node = OmniPaxos<Cmd, MemoryStorage<Cmd>>;
+pub type Node = OmniPaxos<Cmd, MemoryStorage<Cmd>>;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Fate {
+pub enum Fate {
     Deliver,
     Drop,
     Hold,
 }
 
-fn kind(m: &Message<Cmd>) -> &'static str {
+pub fn kind(m: &Message<Cmd>) -> &'static str {
     match m {
         Message::SequencePaxos(p) => match &p.msg {
             PaxosMsg::PrepareReq(_) => "PrepareReq",
@@ -46,15 +46,61 @@ fn kind(m: &Message<Cmd>) -> &'static str {
     }
 }
 
-struct Cluster {
-    nodes: BTreeMap<NodeId, Node>,
-    held: Vec<Message<Cmd>>,
-    /// Highest decided index each node has reported so far.
-    high_water: BTreeMap<NodeId, usize>,
+/// The points of the scenario an observer is told about.
+pub enum Step {
+    /// Node 1 is about to become leader.
+    Start,
+    /// The common prefix is decided everywhere; node 1 appends three more commands.
+    Prefix,
+    /// Node 1 has crashed; node 4 is about to take over.
+    Crash,
 }
 
-impl Cluster {
-    fn new(pids: &[NodeId]) -> Self {
+/// Sees the scenario's steps, the fate of every message sent, and every delivery.
+pub trait Observer {
+    fn step(&mut self, _step: Step) {}
+    fn sent(&mut self, _m: &Message<Cmd>, _fate: Fate) {}
+    /// `released`: the message was held back and arrives now.
+    fn delivering(&mut self, _m: &Message<Cmd>, _released: bool) {}
+    fn delivered(&mut self, _to: NodeId, _nodes: &BTreeMap<NodeId, Node>) {}
+}
+
+/// Checks after every delivery that the receiver's decided index did not go down.
+#[derive(Default)]
+pub struct Monotone {
+    /// Highest decided index each node has reported so far.
+    high_water: BTreeMap<NodeId, usize>,
+    what: String,
+}
+
+impl Observer for Monotone {
+    fn delivering(&mut self, m: &Message<Cmd>, _released: bool) {
+        self.what = format!("{} {} -> {}", kind(m), m.get_sender(), m.get_receiver());
+    }
+
+    fn delivered(&mut self, to: NodeId, nodes: &BTreeMap<NodeId, Node>) {
+        let now = nodes[&to].get_decided_idx();
+        let before = self.high_water.get(&to).copied().unwrap_or(0);
+        assert!(
+            now >= before,
+            "node {} reported decided index {} and then {} after handling {}",
+            to,
+            before,
+            now,
+            self.what
+        );
+        self.high_water.insert(to, now);
+    }
+}
+
+pub struct Cluster<'o> {
+    pub nodes: BTreeMap<NodeId, Node>,
+    held: Vec<Message<Cmd>>,
+    obs: &'o mut dyn Observer,
+}
+
+impl<'o> Cluster<'o> {
+    fn new(pids: &[NodeId], obs: &'o mut dyn Observer) -> Self {
         let mut nodes = BTreeMap::new();
         for &pid in pids {
             let config = OmniPaxosConfig {
@@ -67,29 +113,18 @@ impl Cluster {
             };
             nodes.insert(pid, config.build(MemoryStorage::default()).expect("valid config"));
         }
-        let high_water = pids.iter().map(|&p| (p, 0)).collect();
-        Cluster { nodes, held: Vec::new(), high_water }
+        Cluster { nodes, held: Vec::new(), obs }
     }
 
     fn node(&mut self, pid: NodeId) -> &mut Node {
         self.nodes.get_mut(&pid).unwrap()
     }
 
-    fn deliver(&mut self, m: Message<Cmd>) {
+    fn deliver(&mut self, m: Message<Cmd>, released: bool) {
         let to = m.get_receiver();
-        let what = format!("{} {} -> {}", kind(&m), m.get_sender(), to);
+        self.obs.delivering(&m, released);
         self.node(to).handle_incoming(m);
-        let now = self.nodes[&to].get_decided_idx();
-        let before = self.high_water[&to];
-        assert!(
-            now >= before,
-            "node {} reported decided index {} and then {} after handling {}",
-            to,
-            before,
-            now,
-            what
-        );
-        self.high_water.insert(to, now);
+        self.obs.delivered(to, &self.nodes);
     }
 
     /// Exchanges messages until no node has anything to send; `fate` decides, per message,
@@ -104,8 +139,10 @@ impl Cluster {
                 return;
             }
             for m in out {
-                match fate(&m) {
-                    Fate::Deliver => self.deliver(m),
+                let f = fate(&m);
+                self.obs.sent(&m, f);
+                match f {
+                    Fate::Deliver => self.deliver(m, false),
                     Fate::Drop => {}
                     Fate::Hold => self.held.push(m),
                 }
@@ -118,7 +155,7 @@ impl Cluster {
         let (now, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held).into_iter().partition(|m| pick(m));
         self.held = keep;
         for m in now {
-            self.deliver(m);
+            self.deliver(m, true);
         }
     }
 }
@@ -127,13 +164,25 @@ fn is(m: &Message<Cmd>, k: &str, from: NodeId, to: NodeId) -> bool {
     kind(m) == k && m.get_sender() == from && m.get_receiver() == to
 }
 
-#[test]
-fn decided_index_never_goes_backwards_across_leader_change() {
-    let mut c = Cluster::new(&[1, 2, 3, 4, 5]);
+/// Node 1 leads; `known` commands are decided everywhere, then three more only on nodes 1-3
+/// and known as decided on node 2 alone; node 4 takes over with node 2's Promise late, and
+/// completes its round.
+pub fn leader_change_with_late_promise(known: u64, obs: &mut dyn Observer) -> Cluster<'_> {
+    let mut c = Cluster::new(&[1, 2, 3, 4, 5], obs);
+    let total = known as usize + 3;
 
-    // Node 1 leads and replicates three commands.
+    c.obs.step(Step::Start);
     c.node(1).try_become_leader();
     c.run(|_| Fate::Deliver);
+    for i in 1..=known {
+        c.node(1).append(Cmd(i)).expect("append on leader");
+    }
+    c.run(|_| Fate::Deliver);
+    let known_everywhere = known as usize;
+    for pid in [1, 2, 3, 4, 5] {
+        assert_eq!(c.nodes[&pid].get_decided_idx(), known_everywhere, "node {} decided the common prefix", pid);
+    }
+    c.obs.step(Step::Prefix);
     for i in 1..=3 {
         c.node(1).append(Cmd(i)).expect("append on leader");
     }
@@ -143,12 +192,13 @@ fn decided_index_never_goes_backwards_across_leader_change() {
         ("Decide", r) if r != 2 => Fate::Drop,
         _ => Fate::Deliver,
     });
-    assert_eq!(c.nodes[&1].get_decided_idx(), 3, "leader decided the three commands");
-    assert_eq!(c.nodes[&2].get_decided_idx(), 3, "node 2 learned the decision");
-    assert_eq!(c.nodes[&3].get_decided_idx(), 0, "node 3 did not learn the decision");
+    assert_eq!(c.nodes[&1].get_decided_idx(), total, "leader decided the three commands");
+    assert_eq!(c.nodes[&2].get_decided_idx(), total, "node 2 learned the decision");
+    assert_eq!(c.nodes[&3].get_decided_idx(), known_everywhere, "node 3 did not learn the decision");
 
     // Node 1 crashes. Node 4 takes over; its Prepare to node 2 is slow, and its AcceptSyncs to
     // the nodes that promised first are slow too.
+    c.obs.step(Step::Crash);
     c.node(4).try_become_leader();
     c.run(|m| {
         if m.get_sender() == 1 || m.get_receiver() == 1 {
@@ -173,15 +223,39 @@ fn decided_index_never_goes_backwards_across_leader_change() {
     // Everything else arrives; the new leader finishes the round.
     c.release(|_| true);
     c.run(|m| if m.get_sender() == 1 || m.get_receiver() == 1 { Fate::Drop } else { Fate::Deliver });
+    c
+}
 
-    for pid in [2, 3, 4, 5] {
-        assert_eq!(c.nodes[&pid].get_decided_idx(), 3, "node {} ends with the three commands decided", pid);
-        let log: Vec<_> = c.nodes[&pid]
-            .read_decided_suffix(0)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| format!("{:?}", e))
-            .collect();
-        assert_eq!(log.len(), 3, "node {} decided log: {:?}", pid, log);
+/// After the leader change: the new leader keeps deciding, and every live node holds its
+/// decided log.
+fn keeps_deciding(mut c: Cluster, known: u64) {
+    let total = known as usize + 3;
+    c.node(4).append(Cmd(200)).expect("append on the new leader");
+    c.run(|m| if m.get_sender() == 1 || m.get_receiver() == 1 { Fate::Drop } else { Fate::Deliver });
+    let reference: Vec<String> = decided_log(&c, 4);
+    assert_eq!(reference.len(), total + 1, "the new leader's decided log: {:?}", reference);
+    for pid in [2, 3, 5] {
+        assert_eq!(decided_log(&c, pid), reference, "node {} does not hold the leader's decided log", pid);
     }
+}
+
+fn decided_log(c: &Cluster, pid: NodeId) -> Vec<String> {
+    c.nodes[&pid]
+        .read_decided_suffix(0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| format!("{:?}", e))
+        .collect()
+}
+
+#[test]
+fn decided_index_never_goes_backwards_across_leader_change() {
+    let mut obs = Monotone::default();
+    keeps_deciding(leader_change_with_late_promise(0, &mut obs), 0);
+}
+
+#[test]
+fn decided_index_never_goes_backwards_when_the_new_leader_knows_a_prefix() {
+    let mut obs = Monotone::default();
+    keeps_deciding(leader_change_with_late_promise(2, &mut obs), 2);
 }

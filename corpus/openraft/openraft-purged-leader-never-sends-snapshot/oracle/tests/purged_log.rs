@@ -1,9 +1,11 @@
 //! Hidden oracle: a learner that was unreachable while the leader snapshotted and purged its whole
 //! log must be brought up to date through the snapshot once it is reachable again, with no new
-//! writes needed.
+//! writes needed; the snapshot is sent once, not again and again to a learner that already has
+//! it, the leader's log stays purged as far as it was asked to, and later writes reach the
+//! learner as plain entries.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::storage::Adaptor;
-use openraft::{Config, Raft, ServerState};
+use openraft::{Config, LogId, Raft, ServerState};
 use openraft_memstore::{ClientRequest, MemNodeId, MemStore, TypeConfig};
 
 #[derive(Debug)]
@@ -28,9 +30,13 @@ impl std::error::Error for Down {}
 
 /// The leader's view of the network: node 1 (the learner) can be cut off and reconnected.
 #[derive(Clone)]
-struct Link {
+pub struct Link {
     up: Arc<AtomicBool>,
     learner: Arc<Mutex<Option<Raft<TypeConfig>>>>,
+    /// InstallSnapshot requests delivered to the learner.
+    pub snapshots: Arc<AtomicUsize>,
+    /// Sees a one-line description of every RPC to the learner and its outcome.
+    pub trace: Option<Arc<dyn Fn(String) + Send + Sync>>,
 }
 
 impl Link {
@@ -49,10 +55,15 @@ impl RaftNetwork<TypeConfig> for Link {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<MemNodeId>, RPCError<MemNodeId, (), RaftError<MemNodeId>>> {
-        match self.learner() {
+        let what = format!("AppendEntries prev={} entries={}", rpc.prev_log_id.map(|l| l.to_string()).unwrap_or("None".into()), rpc.entries.len());
+        let res = match self.learner() {
             Some(r) => r.append_entries(rpc).await.map_err(|e| RPCError::RemoteError(RemoteError::new(1, e))),
             None => Err(RPCError::Unreachable(Unreachable::new(&Down))),
+        };
+        if let Some(t) = &self.trace {
+            t(format!("{what} -> {}", match &res { Ok(v) => v.to_string(), Err(e) => e.to_string() }));
         }
+        res
     }
 
     async fn install_snapshot(
@@ -63,8 +74,13 @@ impl RaftNetwork<TypeConfig> for Link {
         InstallSnapshotResponse<MemNodeId>,
         RPCError<MemNodeId, (), RaftError<MemNodeId, InstallSnapshotError>>,
     > {
+        if let Some(t) = &self.trace {
+            t(format!("InstallSnapshot offset={} done={}", rpc.offset, rpc.done));
+        }
         match self.learner() {
-            Some(r) => r.install_snapshot(rpc).await.map_err(|e| RPCError::RemoteError(RemoteError::new(1, e))),
+            Some(r) => r.install_snapshot(rpc).await.inspect(|_| {
+                self.snapshots.fetch_add(1, Ordering::SeqCst);
+            }).map_err(|e| RPCError::RemoteError(RemoteError::new(1, e))),
             None => Err(RPCError::Unreachable(Unreachable::new(&Down))),
         }
     }
@@ -85,12 +101,30 @@ impl RaftNetworkFactory<TypeConfig> for Link {
     }
 }
 
-fn request(serial: u64) -> ClientRequest {
+pub fn request(serial: u64) -> ClientRequest {
     ClientRequest { client: "c1".to_string(), serial, status: format!("s{serial}") }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn learner_behind_fully_purged_log_gets_snapshot() {
+/// The two nodes once the leader has snapshotted and purged its whole log behind the
+/// unreachable learner's back.
+pub struct Purged {
+    pub leader: Raft<TypeConfig>,
+    pub learner: Raft<TypeConfig>,
+    pub link: Link,
+    /// The leader's last applied entry, covered by its snapshot and purged.
+    pub last: LogId<MemNodeId>,
+}
+
+impl Purged {
+    /// The learner becomes reachable.
+    pub fn reconnect(&self) {
+        self.link.up.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Leader 0 takes three writes and adds learner 1 while it is unreachable, then snapshots and
+/// purges everything it has.
+pub async fn purge_behind_learner(trace: Option<Arc<dyn Fn(String) + Send + Sync>>) -> Purged {
     let config = Config {
         cluster_name: "oracle".to_string(),
         heartbeat_interval: 100,
@@ -101,7 +135,7 @@ async fn learner_behind_fully_purged_log_gets_snapshot() {
         ..Default::default()
     };
     let config = Arc::new(config.validate().unwrap());
-    let link = Link { up: Arc::new(AtomicBool::new(false)), learner: Arc::new(Mutex::new(None)) };
+    let link = Link { up: Arc::new(AtomicBool::new(false)), learner: Arc::new(Mutex::new(None)), snapshots: Arc::default(), trace };
 
     let (log_store, sm) = Adaptor::new(Arc::new(MemStore::new()));
     let learner = Raft::new(1, config.clone(), link.clone(), log_store, sm).await.unwrap();
@@ -126,10 +160,18 @@ async fn learner_behind_fully_purged_log_gets_snapshot() {
     wait(&leader, 5).snapshot(last, "leader snapshot built").await.unwrap();
     leader.trigger().purge_log(last.index).await.unwrap();
     wait(&leader, 5).purged(Some(last), "leader log purged").await.unwrap();
+    Purged { leader, learner, link, last }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learner_behind_fully_purged_log_gets_snapshot() {
+    let nodes = purge_behind_learner(None).await;
+    let (leader, learner, link, last) = (&nodes.leader, &nodes.learner, &nodes.link, nodes.last);
+    let wait = |r: &Raft<TypeConfig>, secs| r.wait(Some(Duration::from_secs(secs)));
 
     // The learner comes back; no new writes follow.
-    link.up.store(true, Ordering::SeqCst);
-    let got = wait(&learner, 3).snapshot(last, "learner installs the leader's snapshot").await;
+    nodes.reconnect();
+    let got = wait(learner, 3).snapshot(last, "learner installs the leader's snapshot").await;
     if let Err(e) = got {
         let m = learner.metrics().borrow().clone();
         panic!(
@@ -137,7 +179,18 @@ async fn learner_behind_fully_purged_log_gets_snapshot() {
             m.last_applied, m.snapshot
         );
     }
-    wait(&learner, 3).applied_index(Some(last.index), "learner applied the snapshot").await.unwrap();
+    wait(learner, 3).applied_index(Some(last.index), "learner applied the snapshot").await.unwrap();
+
+    // A quiet second: the learner has the snapshot, so nothing more needs to be sent.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sent = link.snapshots.load(Ordering::SeqCst);
+    assert!(sent <= 2, "the leader sent its snapshot {sent} times to a learner that already had it");
+    assert_eq!(leader.metrics().borrow().purged, Some(last), "the leader's log is no longer purged up to its snapshot");
+
+    // New writes reach the learner as entries.
+    let written = leader.client_write(request(4)).await.unwrap();
+    wait(learner, 3).applied_index(Some(written.log_id.index), "learner applies a later write").await.unwrap();
+    assert!(link.snapshots.load(Ordering::SeqCst) <= 2, "a later write was sent as another snapshot");
 
     leader.shutdown().await.unwrap();
     learner.shutdown().await.unwrap();

@@ -1,30 +1,18 @@
-//! Five in-process OmniPaxos servers with a hand-driven network. Node 1 leads and decides three
-//! commands, then crashes; node 4 takes over while its Prepare to node 2 is delayed. Prints every
-//! delivered Sequence Paxos message (BLE traffic and the first round's set-up are not listed) and each node's decided index (Markdown, on stdout).
+//! Prints ../leader-change-trace.md: the oracle's scenario with no common prefix (five in-process
+//! OmniPaxos servers; node 1 leads and decides three commands, then crashes; node 4 takes over
+//! while its Prepare to node 2 is delayed), listing every delivered Sequence Paxos message (BLE
+//! traffic and the first round's set-up are not listed) and each node's decided index.
+
+#[path = "../../../oracle/tests/decided_monotone.rs"]
+#[allow(dead_code)]
+mod scenario;
 
 use std::collections::BTreeMap;
 
 use omnipaxos::messages::sequence_paxos::PaxosMsg;
 use omnipaxos::messages::Message;
-use omnipaxos::storage::{Entry, NoSnapshot};
 use omnipaxos::util::NodeId;
-use omnipaxos::{ClusterConfig, OmniPaxos, OmniPaxosConfig, ServerConfig};
-use omnipaxos_storage::memory_storage::MemoryStorage;
-
-#[derive(Clone, Debug)]
-#[allow(dead_code)]
-struct Cmd(u64);
-impl Entry for Cmd {
-    type Snapshot = NoSnapshot;
-}
-type Node = OmniPaxos<Cmd, MemoryStorage<Cmd>>;
-
-#[derive(Clone, Copy, PartialEq)]
-enum Fate {
-    Deliver,
-    Drop,
-    Hold,
-}
+use scenario::{Cmd, Fate, Node, Observer, Step};
 
 fn describe(m: &Message<Cmd>) -> String {
     let body = match m {
@@ -55,125 +43,64 @@ fn describe(m: &Message<Cmd>) -> String {
     format!("{} -> {}: {}", m.get_sender(), m.get_receiver(), body)
 }
 
-fn kind(m: &Message<Cmd>) -> &'static str {
-    match m {
-        Message::SequencePaxos(p) => match &p.msg {
-            PaxosMsg::Prepare(_) => "Prepare",
-            PaxosMsg::AcceptSync(_) => "AcceptSync",
-            PaxosMsg::AcceptDecide(_) => "AcceptDecide",
-            PaxosMsg::Decide(_) => "Decide",
-            _ => "other",
-        },
-        _ => "BLE",
-    }
-}
-
-struct Cluster {
-    nodes: BTreeMap<NodeId, Node>,
-    held: Vec<Message<Cmd>>,
+/// Prints one table row per delivered message (from the appends on), lost and delayed ones
+/// without a number.
+#[derive(Default)]
+struct Table {
     step: usize,
-    quiet: bool,
+    loud: bool,
+    line: String,
 }
 
-impl Cluster {
-    fn deliver(&mut self, m: Message<Cmd>, note: &str) {
-        let line = describe(&m);
-        let to = m.get_receiver();
-        self.nodes.get_mut(&to).unwrap().handle_incoming(m);
+impl Observer for Table {
+    fn step(&mut self, step: Step) {
+        match step {
+            Step::Start => {
+                println!("# Leader change with a slow link to node 2\n");
+                println!("Five servers (pids 1-5), `MemoryStorage`, default config, no `tick()`; leaders are chosen");
+                println!("with `try_become_leader()`. Last column: `get_decided_idx()` of nodes 1 2 3 4 5 after");
+                println!("the delivery.\n");
+                println!("BLE messages are delivered but not listed.\n");
+                println!("| # | message | decided 1 2 3 4 5 |");
+                println!("|---|---|---|");
+                println!("| | **node 1: try_become_leader()** | |");
+            }
+            Step::Prefix => {
+                self.loud = true;
+                self.step = 0;
+                println!("| | (round n=1 established: all five promised and accepted node 1's AcceptSync; decided 0 0 0 0 0) | |");
+                println!("| | **node 1: append Cmd(1), Cmd(2), Cmd(3)** | |");
+            }
+            Step::Crash => println!("| | **node 1 crashes; node 4: try_become_leader()** | |"),
+        }
+    }
+
+    fn sent(&mut self, m: &Message<Cmd>, fate: Fate) {
+        match fate {
+            Fate::Deliver => {}
+            Fate::Drop if matches!(m, Message::BLE(_)) => {}
+            Fate::Drop => println!("| - | {} (lost) | |", describe(m)),
+            Fate::Hold => println!("| - | {} (delayed) | |", describe(m)),
+        }
+    }
+
+    fn delivering(&mut self, m: &Message<Cmd>, released: bool) {
+        self.line = describe(m);
+        if released {
+            self.line += " (delayed, arrives now)";
+        }
+    }
+
+    fn delivered(&mut self, _to: NodeId, nodes: &BTreeMap<NodeId, Node>) {
         self.step += 1;
-        if self.quiet || line.ends_with("BLE") {
+        if !self.loud || self.line.ends_with("BLE") {
             return;
         }
-        let d: Vec<String> = self.nodes.values().map(|n| n.get_decided_idx().to_string()).collect();
-        println!("| {} | {}{} | {} |", self.step, line, note, d.join(" "));
-    }
-    fn run(&mut self, fate: impl Fn(&Message<Cmd>) -> Fate) {
-        loop {
-            let mut out = Vec::new();
-            for n in self.nodes.values_mut() {
-                n.take_outgoing_messages(&mut out);
-            }
-            if out.is_empty() {
-                return;
-            }
-            for m in out {
-                match fate(&m) {
-                    Fate::Deliver => self.deliver(m, ""),
-                    Fate::Drop if kind(&m) == "BLE" => {}
-                    Fate::Drop => println!("| - | {} (lost) | |", describe(&m)),
-                    Fate::Hold => {
-                        println!("| - | {} (delayed) | |", describe(&m));
-                        self.held.push(m)
-                    }
-                }
-            }
-        }
-    }
-    fn release(&mut self, pick: impl Fn(&Message<Cmd>) -> bool) {
-        let (now, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held).into_iter().partition(|m| pick(m));
-        self.held = keep;
-        for m in now {
-            self.deliver(m, " (delayed, arrives now)");
-        }
+        let d: Vec<String> = nodes.values().map(|n| n.get_decided_idx().to_string()).collect();
+        println!("| {} | {} | {} |", self.step, self.line, d.join(" "));
     }
 }
 
 fn main() {
-    let pids = [1u64, 2, 3, 4, 5];
-    let mut nodes = BTreeMap::new();
-    for pid in pids {
-        let cfg = OmniPaxosConfig {
-            cluster_config: ClusterConfig { configuration_id: 1, nodes: pids.to_vec(), ..Default::default() },
-            server_config: ServerConfig { pid, ..Default::default() },
-        };
-        nodes.insert(pid, cfg.build(MemoryStorage::default()).unwrap());
-    }
-    let mut c = Cluster { nodes, held: Vec::new(), step: 0, quiet: true };
-    let from_or_to_1 = |m: &Message<Cmd>| m.get_sender() == 1 || m.get_receiver() == 1;
-
-    println!("# Leader change with a slow link to node 2\n");
-    println!("Five servers (pids 1-5), `MemoryStorage`, default config, no `tick()`; leaders are chosen");
-    println!("with `try_become_leader()`. Last column: `get_decided_idx()` of nodes 1 2 3 4 5 after");
-    println!("the delivery.\n");
-    println!("BLE messages are delivered but not listed.\n");
-    println!("| # | message | decided 1 2 3 4 5 |");
-    println!("|---|---|---|");
-    println!("| | **node 1: try_become_leader()** | |");
-    c.nodes.get_mut(&1).unwrap().try_become_leader();
-    c.run(|_| Fate::Deliver);
-    c.quiet = false;
-    c.step = 0;
-    println!("| | (round n=1 established: all five promised and accepted node 1's AcceptSync; decided 0 0 0 0 0) | |");
-    println!("| | **node 1: append Cmd(1), Cmd(2), Cmd(3)** | |");
-    for i in 1..=3 {
-        c.nodes.get_mut(&1).unwrap().append(Cmd(i)).unwrap();
-    }
-    c.run(|m| match (kind(m), m.get_receiver()) {
-        ("AcceptDecide", 4) | ("AcceptDecide", 5) => Fate::Drop,
-        ("Decide", r) if r != 2 => Fate::Drop,
-        _ => Fate::Deliver,
-    });
-    println!("| | **node 1 crashes; node 4: try_become_leader()** | |");
-    c.nodes.get_mut(&4).unwrap().try_become_leader();
-    c.run(|m| {
-        if from_or_to_1(m) {
-            Fate::Drop
-        } else if (kind(m) == "Prepare" && m.get_receiver() == 2) || kind(m) == "AcceptSync" {
-            Fate::Hold
-        } else {
-            Fate::Deliver
-        }
-    });
-    c.release(|m| kind(m) == "Prepare" && m.get_receiver() == 2);
-    c.run(|m| {
-        if from_or_to_1(m) {
-            Fate::Drop
-        } else if kind(m) == "AcceptSync" && m.get_receiver() != 2 {
-            Fate::Hold
-        } else {
-            Fate::Deliver
-        }
-    });
-    c.release(|_| true);
-    c.run(|m| if from_or_to_1(m) { Fate::Drop } else { Fate::Deliver });
+    scenario::leader_change_with_late_promise(0, &mut Table::default());
 }
