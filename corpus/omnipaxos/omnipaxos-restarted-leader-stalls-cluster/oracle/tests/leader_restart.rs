@@ -13,7 +13,7 @@ use omnipaxos::{ClusterConfig, OmniPaxos, OmniPaxosConfig, ServerConfig};
 use omnipaxos_storage::memory_storage::MemoryStorage;
 
 #[derive(Clone, Debug, PartialEq)]
-struct Cmd(u64);
+pub struct Cmd(pub u64);
 
 impl Entry for Cmd {
     type Snapshot = NoSnapshot;
@@ -21,7 +21,7 @@ impl Entry for Cmd {
 
 /// A storage that outlives the server using it, as a disk would.
 #[derive(Clone, Default)]
-struct Disk(Rc<RefCell<MemoryStorage<Cmd>>>);
+pub struct Disk(Rc<RefCell<MemoryStorage<Cmd>>>);
 
 impl Storage<Cmd> for Disk {
     fn append_entry(&mut self, entry: Cmd) -> StorageResult<u64> {
@@ -83,16 +83,46 @@ impl Storage<Cmd> for Disk {
     }
 }
 
-type Node = OmniPaxos<Cmd, Disk>;
+pub type Node = OmniPaxos<Cmd, Disk>;
 type Filter<'a> = &'a dyn Fn(&Message<Cmd>) -> bool;
 
-const PIDS: [NodeId; 3] = [1, 2, 3];
+pub const PIDS: [NodeId; 3] = [1, 2, 3];
+/// Rounds of ticks between the restart and the next proposal.
+pub const SETTLE_ROUNDS: u32 = 50;
+/// Rounds of ticks after the next proposal.
+pub const RUN_ROUNDS: u32 = 2000;
 
-fn config(pid: NodeId) -> OmniPaxosConfig {
-    let priority = match pid {
-        1 => 30,
-        2 => 20,
-        _ => 10,
+/// The points of the scenario an observer is told about.
+pub enum Step {
+    /// The leader is elected everywhere; next it appends one command.
+    Elected,
+    /// The leader has just been restarted on its own storage.
+    Restarted,
+    /// Another server is about to append the next command.
+    Propose,
+    /// The scenario is over.
+    End,
+}
+
+/// Sees the scenario's steps, every round of ticks and every message delivered.
+pub trait Observer {
+    fn step(&mut self, _c: &Cluster, _step: Step) {}
+    fn round(&mut self) {}
+    fn message(&mut self, _m: &Message<Cmd>) {}
+}
+
+impl Observer for () {}
+
+/// `leader` gets the highest priority (30), so it is elected first; the others get 20 and 10 in
+/// pid order.
+pub fn config(pid: NodeId, leader: NodeId) -> OmniPaxosConfig {
+    let first_other = PIDS.iter().copied().find(|&p| p != leader);
+    let priority = if pid == leader {
+        30
+    } else if Some(pid) == first_other {
+        20
+    } else {
+        10
     };
     OmniPaxosConfig {
         cluster_config: ClusterConfig {
@@ -108,21 +138,22 @@ fn config(pid: NodeId) -> OmniPaxosConfig {
     }
 }
 
-struct Cluster {
+pub struct Cluster {
+    pub leader: NodeId,
     disks: BTreeMap<NodeId, Disk>,
-    nodes: BTreeMap<NodeId, Node>,
+    pub nodes: BTreeMap<NodeId, Node>,
 }
 
 impl Cluster {
-    fn new() -> Self {
+    fn new(leader: NodeId) -> Self {
         let mut disks = BTreeMap::new();
         let mut nodes = BTreeMap::new();
         for pid in PIDS {
             let disk = Disk::default();
-            nodes.insert(pid, config(pid).build(disk.clone()).expect("valid config"));
+            nodes.insert(pid, config(pid, leader).build(disk.clone()).expect("valid config"));
             disks.insert(pid, disk);
         }
-        Cluster { disks, nodes }
+        Cluster { leader, disks, nodes }
     }
 
     /// The server `pid` crashes; its messages in flight are lost. It comes back on its own disk.
@@ -130,14 +161,14 @@ impl Cluster {
         let disk = self.disks[&pid].clone();
         let old = self.nodes.remove(&pid).unwrap();
         drop(old);
-        self.nodes.insert(pid, config(pid).build(disk).expect("valid config"));
+        self.nodes.insert(pid, config(pid, self.leader).build(disk).expect("valid config"));
     }
 
     fn node(&mut self, pid: NodeId) -> &mut Node {
         self.nodes.get_mut(&pid).unwrap()
     }
 
-    fn exchange(&mut self, keep: Filter) {
+    fn exchange(&mut self, keep: Filter, obs: &mut dyn Observer) {
         for _ in 0..1000 {
             let mut out = Vec::new();
             for node in self.nodes.values_mut() {
@@ -148,6 +179,7 @@ impl Cluster {
             }
             for m in out {
                 if keep(&m) {
+                    obs.message(&m);
                     let to = m.get_receiver();
                     self.node(to).handle_incoming(m);
                 }
@@ -156,14 +188,15 @@ impl Cluster {
         panic!("the cluster never went quiet");
     }
 
-    fn tick_all(&mut self) {
+    fn tick_all(&mut self, obs: &mut dyn Observer) {
+        obs.round();
         for pid in PIDS {
             self.node(pid).tick();
         }
-        self.exchange(&|_| true);
+        self.exchange(&|_| true, obs);
     }
 
-    fn decided(&self, pid: NodeId) -> Vec<Cmd> {
+    pub fn decided(&self, pid: NodeId) -> Vec<Cmd> {
         let n = &self.nodes[&pid];
         (0..n.get_decided_idx())
             .filter_map(|i| match n.read(i) {
@@ -174,29 +207,38 @@ impl Cluster {
     }
 }
 
-#[test]
-fn cluster_keeps_deciding_after_leader_restart() {
-    let mut c = Cluster::new();
+/// `leader` is elected and decides `Cmd(1)`, crashes and is restarted right away on its own
+/// storage; after `SETTLE_ROUNDS` rounds `other` appends `Cmd(2)`, then `RUN_ROUNDS` rounds follow.
+pub fn leader_restart(leader: NodeId, other: NodeId, obs: &mut dyn Observer) -> Cluster {
+    let mut c = Cluster::new(leader);
     for _ in 0..10_000 {
-        if c.nodes.values().all(|n| n.get_current_leader() == Some(1)) {
+        if c.nodes.values().all(|n| n.get_current_leader() == Some(leader)) {
             break;
         }
-        c.tick_all();
+        c.tick_all(&mut ());
     }
-    assert!(c.nodes.values().all(|n| n.get_current_leader() == Some(1)));
-    c.node(1).append(Cmd(1)).unwrap();
-    c.exchange(&|_| true);
-    assert_eq!(c.decided(2), vec![Cmd(1)]);
+    assert!(c.nodes.values().all(|n| n.get_current_leader() == Some(leader)));
+    obs.step(&c, Step::Elected);
+    c.node(leader).append(Cmd(1)).unwrap();
+    c.exchange(&|_| true, &mut ());
+    assert_eq!(c.decided(other), vec![Cmd(1)]);
 
-    // The leader crashes and is restarted right away on its own storage.
-    c.restart(1);
-    for _ in 0..50 {
-        c.tick_all();
+    c.restart(leader);
+    obs.step(&c, Step::Restarted);
+    for _ in 0..SETTLE_ROUNDS {
+        c.tick_all(obs);
     }
-    c.node(2).append(Cmd(2)).unwrap();
-    for _ in 0..2000 {
-        c.tick_all();
+    obs.step(&c, Step::Propose);
+    c.node(other).append(Cmd(2)).unwrap();
+    for _ in 0..RUN_ROUNDS {
+        c.tick_all(obs);
     }
+    obs.step(&c, Step::End);
+    c
+}
+
+fn stays_live_after_leader_restart(leader: NodeId, other: NodeId) {
+    let c = leader_restart(leader, other, &mut ());
     for pid in PIDS {
         assert_eq!(
             c.decided(pid),
@@ -206,4 +248,14 @@ fn cluster_keeps_deciding_after_leader_restart() {
             c.nodes[&pid].get_current_leader()
         );
     }
+}
+
+#[test]
+fn cluster_keeps_deciding_after_leader_restart() {
+    stays_live_after_leader_restart(1, 2);
+}
+
+#[test]
+fn cluster_keeps_deciding_after_restart_of_another_leader() {
+    stays_live_after_leader_restart(3, 1);
 }
