@@ -80,8 +80,9 @@ impl BuiltinAgent {
     }
 
     /// Runs one trial to its end; its steps are logged beside `trajectory_path` as they come and
-    /// the trajectory is written there at the end. Errors are only for the harness's own failures (e.g. a full disk): whatever the
-    /// model, the agent or the sandbox do ends the trial with an exit status instead.
+    /// the trajectory is written there at the end. Errors are only for the harness's own
+    /// failures (e.g. a full disk): whatever the model, the agent or the sandbox do ends the
+    /// trial with an exit status instead.
     pub async fn run(
         &self,
         env: &TrialEnv,
@@ -158,12 +159,13 @@ impl BuiltinAgent {
                 .await
         };
         let started = std::time::Instant::now();
-        match tokio::time::timeout(trial.remaining(), call).await {
+        let outcome = tokio::time::timeout(trial.remaining(), call).await;
+        let failed = failed_attempts.load(Ordering::Relaxed);
+        match outcome {
             // The trial's time ran out inside a call the provider kept failing (a server that
             // stalls or errs while the client retries): its outage, not the agent's time.
-            Err(_) if failed_attempts.load(Ordering::Relaxed) > 0 => {
+            Err(_) if failed > 0 => {
                 trial.rec.add_lost_time(started.elapsed().as_secs_f64());
-                let failed = failed_attempts.load(Ordering::Relaxed);
                 Err(Stop::ModelError(ModelError::Transport {
                     kind: ErrorKind::Timeout,
                     message: format!(
