@@ -14,9 +14,7 @@ use faultline_model::{
     ErrorKind, ModelClient, ModelError, ModelResponse, PricingTable, RetryStats,
 };
 use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
-use faultline_schema::trajectory::{
-    Action, AgentInfo, AgentKind, ModelCall, ResourceLimit, Step, Tokens,
-};
+use faultline_schema::trajectory::{Action, AgentInfo, AgentKind, ModelCall, ResourceLimit, Step};
 use faultline_schema::{ActionKind, Limits, Submission, Track};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -197,21 +195,7 @@ impl BuiltinAgent {
     }
 
     fn model_call(&self, r: &ModelResponse) -> ModelCall {
-        ModelCall {
-            tokens: r.usage.as_ref().map(|u| Tokens {
-                input: u.input_tokens,
-                cached_input: u.cached_input_tokens,
-                cache_write: u.cache_write_tokens,
-                output: u.output_tokens,
-                reasoning: u.reasoning_tokens.unwrap_or(0),
-            }),
-            raw_usage: r.usage.as_ref().map(|u| u.raw.clone()),
-            cost_usd: r.usage.as_ref().and_then(|u| self.cost(u)),
-            latency_secs: r.total_time.as_secs_f64(),
-            retry_wait_secs: r.retry.waiting().as_secs_f64(),
-            retries: r.retry.retries,
-            finish_reason: Some(format!("{:?}", r.finish_reason).to_lowercase()),
-        }
+        faultline_gateway::model_call(r, r.usage.as_ref().and_then(|u| self.cost(u)))
     }
 }
 

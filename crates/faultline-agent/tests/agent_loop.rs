@@ -358,6 +358,7 @@ async fn external(
     let agent = faultline_agent::ExternalAgent {
         name: "script".into(),
         command: command.into(),
+        model: None,
     };
     let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
     let r = agent.run(&env, &trial, None).await.unwrap();
@@ -501,4 +502,127 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
         }
         other => panic!("expected an unavailable environment, got {other:?}"),
     }
+}
+
+/// An agent written the way scaffolds are: an OpenAI client reading its base URL and key from the
+/// environment, calling until it is told no, then writing a diagnosis. It prints what it saw.
+const GATEWAY_CLIENT: &str = r#"
+import json, os, sys, urllib.request, urllib.error
+base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+print("key-prefix", key[:9], "real-key-visible", "sk-real" in json.dumps(dict(os.environ)))
+for i in range(int(sys.argv[1])):
+    body = json.dumps({"model": "anything", "messages": [{"role": "user", "content": f"call {i}"}]})
+    req = urllib.request.Request(base + "/chat/completions", body.encode(),
+                                 {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        reply = json.load(urllib.request.urlopen(req))
+        print("reply", reply["choices"][0]["message"]["content"])
+    except urllib.error.HTTPError as e:
+        print("refused", e.code, e.read().decode())
+        sys.exit(1)
+out = os.environ["FAULTLINE_OUTPUT_DIR"]
+open(out + "/diagnosis.json", "w").write('{"schema_version":1,"blocks":[]}')
+"#;
+
+async fn through_gateway(
+    script: Vec<Step>,
+    calls: u32,
+    limits: Limits,
+) -> (faultline_agent::TrialResult, String, ScriptedServer) {
+    let f = fixture().await;
+    let options = faultline_scripted::ServerOptions {
+        require_key: Some("sk-real-provider-key".into()),
+        ..Default::default()
+    };
+    let server = ScriptedServer::start_with(Script::new(script), options)
+        .await
+        .unwrap();
+    let mut config =
+        ModelConfig::new(Protocol::OpenAiChat, MODEL).with_base_url(server.openai_base_url());
+    config.retry.max_retries = 1;
+    config.retry.initial_backoff = Duration::from_millis(10);
+    let client = ModelClient::with_resolved_api_key(
+        config,
+        Some(faultline_model::ApiKey::new("sk-real-provider-key")),
+    )
+    .unwrap();
+    let env = TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        common::task(f, Track::Diagnose, limits),
+        &f.data,
+        &f.toolchain,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script_path = dir.path().join("agent.py");
+    std::fs::write(&script_path, GATEWAY_CLIENT).unwrap();
+    let agent = faultline_agent::ExternalAgent {
+        name: "gateway-client".into(),
+        command: format!("python3 {} {calls}", script_path.display()),
+        model: Some(faultline_agent::GatewayModel {
+            client: std::sync::Arc::new(client),
+            pricing: Some(common::pricing()),
+        }),
+    };
+    let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
+    let result = agent.run(&env, &trial, None).await.unwrap();
+    let log = std::fs::read_to_string(trial.agent_log_path()).unwrap();
+    (result, log, server)
+}
+
+#[tokio::test]
+async fn an_external_agent_calls_its_model_through_the_gateway_and_each_call_is_a_step() {
+    let (r, log, server) = through_gateway(
+        vec![tool("ls", 1000, 100), tool("ls", 2000, 100)],
+        2,
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
+    assert!(log.contains("key-prefix fl-trial-"), "{log}");
+    assert!(log.contains("real-key-visible False"), "{log}");
+    assert_eq!(server.requests().len(), 2);
+    let totals = &r.trajectory.totals;
+    assert_eq!(totals.steps, 2);
+    assert_eq!(totals.tokens.input, 3000);
+    assert_eq!(totals.tokens.output, 200);
+    // The test price is $1000/M input and $2000/M output.
+    assert!((totals.cost_usd.unwrap() - 3.4).abs() < 1e-9, "{totals:?}");
+    assert_eq!(r.trajectory.agent.model.as_deref(), Some(MODEL));
+    assert!(
+        r.trajectory
+            .steps
+            .iter()
+            .all(|s| s.model.as_ref().unwrap().request.is_some())
+    );
+}
+
+#[tokio::test]
+async fn a_limit_the_gateway_enforces_ends_an_external_trial_with_that_limit() {
+    let limits = Limits {
+        steps: 2,
+        ..Limits::default()
+    };
+    let script = vec![tool("ls", 10, 1), tool("ls", 10, 1), tool("ls", 10, 1)];
+    let (r, log, server) = through_gateway(script, 5, limits).await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::StepLimit, "{log}");
+    let fired = r.trajectory.limit_fired.as_ref().unwrap();
+    assert_eq!((fired.limit, fired.value), (LimitKind::Steps, 2.0));
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(r.trajectory.totals.steps, 2);
+    assert!(r.infra_failure.is_none());
+}
+
+#[tokio::test]
+async fn an_outage_ends_an_external_trial_as_an_infrastructure_error() {
+    let (r, log, _server) =
+        through_gateway(vec![api_error(503, "down"); 4], 1, Limits::default()).await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::ModelError, "{log}");
+    let why = r
+        .infra_failure
+        .as_deref()
+        .expect("an infrastructure failure");
+    assert!(why.contains("503") || why.contains("server"), "{why}");
+    assert!(matches!(r.submission, Submission::None));
 }

@@ -103,11 +103,48 @@ impl ModelClient {
         failed_attempts: &AtomicU32,
     ) -> Result<ModelResponse, ModelError> {
         let body = self.encode(request)?;
+        self.send(&body, request.tool.is_some(), failed_attempts)
+            .await
+    }
+
+    /// Sends a request body an agent wrote in this client's protocol, as a gateway does: its
+    /// `model` is replaced by the configured one and streaming is turned off (the reply is
+    /// decoded whole, so its usage is exact), then it goes through the same retries, timeouts
+    /// and decoding as [`Self::complete`]. A body that is not a JSON object is refused.
+    pub async fn forward(
+        &self,
+        mut body: Value,
+        failed_attempts: &AtomicU32,
+    ) -> Result<ModelResponse, ModelError> {
+        let Some(object) = body.as_object_mut() else {
+            return Err(ModelError::InvalidRequest(
+                "the request body is not a JSON object".to_string(),
+            ));
+        };
+        object.insert("model".into(), Value::String(self.config.model.clone()));
+        object.remove("stream");
+        object.remove("stream_options");
+        let has_tools = object
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|tools| !tools.is_empty());
+        let body =
+            serde_json::to_vec(&body).map_err(|e| ModelError::InvalidRequest(e.to_string()))?;
+        self.send(&body, has_tools, failed_attempts).await
+    }
+
+    /// Posts `body`, retrying transient failures, and decodes the reply.
+    async fn send(
+        &self,
+        body: &[u8],
+        has_tools: bool,
+        failed_attempts: &AtomicU32,
+    ) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let mut stats = RetryStats::default();
         loop {
             let attempt_started = Instant::now();
-            let failure = match self.attempt(&body).await {
+            let failure = match self.attempt(body).await {
                 Ok(bytes) => {
                     let latency = attempt_started.elapsed();
                     return self.decode(&bytes).map_or_else(
@@ -151,7 +188,7 @@ impl ModelClient {
             };
             let Some(wait) = wait else {
                 error.set_retry(stats);
-                if request.tool.is_some() {
+                if has_tools {
                     error.note_tools_refused();
                 }
                 return Err(error);

@@ -346,6 +346,15 @@ pub async fn run(
             builtins.insert(a.name(), Arc::new(agent));
         }
     }
+    for a in &cfg.agents {
+        if let AgentSpec::External(ExternalAgent {
+            model: Some(model), ..
+        }) = a
+        {
+            cfg.pricing
+                .check_cost_limit(&model.client.config().model, cfg.limits.cost_usd)?;
+        }
+    }
     let mut seen = std::collections::BTreeSet::new();
     for a in &cfg.agents {
         if !seen.insert(a.name()) {

@@ -184,6 +184,27 @@ pub struct ModelCall {
     pub retries: u32,
     /// The finish reason the API gave.
     pub finish_reason: Option<String>,
+    /// For a call an external agent made through the model gateway: what it asked and how the
+    /// gateway answered. Absent for the built-in agent, whose requests are in `messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<GatewayRequest>,
+}
+
+/// A call through the model gateway, as the gateway saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GatewayRequest {
+    /// The agent asked for a streamed answer.
+    pub stream: bool,
+    /// Messages in the request.
+    pub messages: usize,
+    /// Tools the request declared.
+    pub tools: usize,
+    /// Size of the request body.
+    pub bytes: u64,
+    /// The HTTP status the gateway answered with.
+    pub status: u16,
+    /// Why the call failed, when it did.
+    pub error: Option<String>,
 }
 
 /// Where an action's command came from.

@@ -144,6 +144,12 @@ pub(crate) fn bad_request(protocol: Protocol, reason: &str) -> Reply {
     Reply::json(400, &error_body(protocol, 400, &message, None))
 }
 
+/// The reply to a request without the key the server was started to require.
+pub(crate) fn unauthorized(protocol: Protocol) -> Reply {
+    let message = "faultline-scripted: missing or wrong API key";
+    Reply::json(401, &error_body(protocol, 401, message, None))
+}
+
 fn tool_call(
     protocol: Protocol,
     model: &str,

@@ -66,6 +66,10 @@ pub struct ServerOptions {
     /// carries the whole conversation, so a long scripted run would otherwise hold a quadratic
     /// amount of text, which matters when the server shares a process with what a bench measures.
     pub forget_requests: bool,
+    /// Answer 401 to model calls that do not carry this key (as `Authorization: Bearer` or
+    /// `x-api-key`), as a provider does; recorded headers never show keys, so this is how a test
+    /// checks which key a client sent.
+    pub require_key: Option<String>,
 }
 
 /// Why the server could not start.
@@ -91,6 +95,7 @@ pub struct ScriptedServer {
 #[derive(Debug)]
 struct State {
     script: Script,
+    require_key: Option<String>,
     started: Instant,
     inner: Mutex<Inner>,
 }
@@ -133,6 +138,7 @@ impl ScriptedServer {
         let addr = listener.local_addr().map_err(ServerError::Io)?;
         let state = Arc::new(State {
             script,
+            require_key: options.require_key,
             started: Instant::now(),
             inner: Mutex::new(Inner {
                 log,
@@ -213,6 +219,10 @@ async fn handle(
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
     let headers = recorded_headers(request.headers());
+    let key_accepted = state
+        .require_key
+        .as_deref()
+        .is_none_or(|key| carries_key(request.headers(), key));
     let protocol = match path.as_str() {
         "/v1/chat/completions" | "/chat/completions" => Some(Protocol::OpenAi),
         "/v1/messages" => Some(Protocol::Anthropic),
@@ -259,6 +269,10 @@ async fn handle(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "faultline-scripted: model calls must be POST requests",
                 ));
+            }
+            if !key_accepted {
+                record(&state, recorded);
+                return Ok(to_response(render::unauthorized(protocol)));
             }
             match check_request(protocol, &recorded) {
                 Err(reason) => {
@@ -357,6 +371,16 @@ fn content_text(content: &Value) -> String {
             .join("\n"),
         _ => String::new(),
     }
+}
+
+/// Whether a request carries `key` as a bearer token or an API-key header.
+fn carries_key(headers: &hyper::HeaderMap, key: &str) -> bool {
+    let bearer = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    bearer == Some(key) || api_key == Some(key)
 }
 
 fn recorded_headers(headers: &hyper::HeaderMap) -> BTreeMap<String, String> {

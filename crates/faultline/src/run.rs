@@ -4,9 +4,11 @@ use crate::Env;
 use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use faultline_agent::{Baseline, ExternalAgent, Templates};
+use faultline_agent::{Baseline, ExternalAgent, GatewayModel, Templates};
 use faultline_corpus::Corpus;
-use faultline_model::{DEFAULT_ATTEMPT_TIMEOUT, ModelConfig, PricingTable, Protocol, RetryPolicy};
+use faultline_model::{
+    DEFAULT_ATTEMPT_TIMEOUT, ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy,
+};
 use faultline_run::progress::ProgressStats;
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
 use faultline_sandbox::Toolchain;
@@ -143,9 +145,18 @@ pub struct RunArgs {
     retry_infra: bool,
 }
 
-fn parse_agents(args: &RunArgs, templates: &Templates) -> Result<Vec<AgentSpec>> {
+fn parse_agents(
+    args: &RunArgs,
+    templates: &Templates,
+    pricing: &PricingTable,
+) -> Result<Vec<AgentSpec>> {
     let mut specs = args.agents.clone();
-    if let Some(m) = &args.model {
+    // With external agents, `--model` is the model their gateway serves; otherwise it is the
+    // built-in agent's.
+    let externals = specs.iter().any(|s| s.starts_with("external:"));
+    if let Some(m) = &args.model
+        && !externals
+    {
         specs.push(format!("model:{m}"));
     }
     if specs.is_empty() {
@@ -163,17 +174,7 @@ fn parse_agents(args: &RunArgs, templates: &Templates) -> Result<Vec<AgentSpec>>
         } else if let Some(b) = spec.strip_prefix("baseline:") {
             out.push(AgentSpec::Baseline(b.parse().map_err(anyhow::Error::msg)?));
         } else if let Some(m) = spec.strip_prefix("model:") {
-            let mut model = ModelConfig::new(protocol, m);
-            if let Some(url) = &args.base_url {
-                model = model.with_base_url(url.clone());
-            }
-            model.api_key_env = args.api_key_env.clone();
-            model.retry.max_retries = args.max_retries;
-            model.attempt_timeout = Duration::from_secs(args.call_timeout);
-            model.validate().map_err(anyhow::Error::msg)?;
-            model
-                .check_api_key_env(|name| std::env::var(name).ok())
-                .map_err(anyhow::Error::msg)?;
+            let model = model_config(args, protocol, m)?;
             out.push(AgentSpec::Builtin {
                 name: m.to_string(),
                 model: Box::new(model),
@@ -186,15 +187,39 @@ fn parse_agents(args: &RunArgs, templates: &Templates) -> Result<Vec<AgentSpec>>
             let (name, command) = rest
                 .split_once('=')
                 .context("an external agent is written external:NAME=COMMAND")?;
+            let model = match &args.model {
+                Some(m) => Some(GatewayModel {
+                    client: Arc::new(ModelClient::new(model_config(args, protocol, m)?)?),
+                    pricing: Some(pricing.clone()),
+                }),
+                None => None,
+            };
             out.push(AgentSpec::External(ExternalAgent {
                 name: name.into(),
                 command: command.into(),
+                model,
             }));
         } else {
             bail!("unknown agent `{spec}`; see `faultline run --help`");
         }
     }
     Ok(out)
+}
+
+/// The configuration of a model named on the command line, checked before the run starts.
+fn model_config(args: &RunArgs, protocol: Protocol, name: &str) -> Result<ModelConfig> {
+    let mut model = ModelConfig::new(protocol, name);
+    if let Some(url) = &args.base_url {
+        model = model.with_base_url(url.clone());
+    }
+    model.api_key_env = args.api_key_env.clone();
+    model.retry.max_retries = args.max_retries;
+    model.attempt_timeout = Duration::from_secs(args.call_timeout);
+    model.validate().map_err(anyhow::Error::msg)?;
+    model
+        .check_api_key_env(|name| std::env::var(name).ok())
+        .map_err(anyhow::Error::msg)?;
+    Ok(model)
 }
 
 pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
@@ -211,11 +236,11 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         bail!("no case matches");
     }
     let templates = Templates::load(args.system_prompt.as_deref(), args.task_prompt.as_deref())?;
-    let agents = parse_agents(&args, &templates)?;
     let pricing = match &args.pricing {
         Some(p) => PricingTable::load(p)?,
         None => PricingTable::builtin()?,
     };
+    let agents = parse_agents(&args, &templates, &pricing)?;
     let shard = match args.shard {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
