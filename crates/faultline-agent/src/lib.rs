@@ -16,5 +16,5 @@ pub mod stop;
 pub use baselines::Baseline;
 pub use builtin::{BuiltinAgent, TrialResult};
 pub use env::{EnvError, TrialEnv};
-pub use external::{ExternalAgent, GatewayModel};
+pub use external::{AgentMount, ExternalAgent, GATEWAY_PORT, GatewayModel};
 pub use prompts::{SUBMIT_SENTINEL, Templates};

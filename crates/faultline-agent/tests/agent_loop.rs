@@ -359,6 +359,8 @@ async fn external(
         name: "script".into(),
         command: command.into(),
         model: None,
+        mounts: Vec::new(),
+        on_host: false,
     };
     let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
     let r = agent.run(&env, &trial, None).await.unwrap();
@@ -555,15 +557,21 @@ async fn through_gateway(
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script_path = dir.path().join("agent.py");
-    std::fs::write(&script_path, GATEWAY_CLIENT).unwrap();
+    let runtime = dir.path().join("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::write(runtime.join("agent.py"), GATEWAY_CLIENT).unwrap();
     let agent = faultline_agent::ExternalAgent {
         name: "gateway-client".into(),
-        command: format!("python3 {} {calls}", script_path.display()),
+        command: format!("python3 /agent/agent.py {calls}"),
         model: Some(faultline_agent::GatewayModel {
             client: std::sync::Arc::new(client),
             pricing: Some(common::pricing()),
         }),
+        mounts: vec![faultline_agent::AgentMount {
+            host: runtime,
+            guest: "/agent".into(),
+        }],
+        on_host: false,
     };
     let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
     let result = agent.run(&env, &trial, None).await.unwrap();
@@ -625,4 +633,28 @@ async fn an_outage_ends_an_external_trial_as_an_infrastructure_error() {
         .expect("an infrastructure failure");
     assert!(why.contains("503") || why.contains("server"), "{why}");
     assert!(matches!(r.submission, Submission::None));
+}
+
+/// An external agent runs in the sandbox: the source store (which holds the fixed crate), the
+/// corpus (which holds the oracles) and the host's network are out of its reach, and what it
+/// tried is in its log.
+#[tokio::test]
+async fn an_external_agent_cannot_read_the_answers_or_reach_the_host() {
+    let f = fixture().await;
+    let store = f.data.root.display().to_string();
+    let corpus = std::path::absolute("../../corpus").unwrap();
+    let host_service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host_service.local_addr().unwrap().port();
+    let cmd = format!(
+        "ls {store} 2>&1 | head -3; ls {} 2>&1 | head -3; \
+         (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo HOST-REACHED; \
+         echo '{{\"schema_version\":1,\"blocks\":[]}}' > \"$FAULTLINE_OUTPUT_DIR/diagnosis.json\"",
+        corpus.display()
+    );
+    let (r, dir) = external(&cmd, Track::Diagnose, 60).await;
+    let log = std::fs::read_to_string(dir.path().join("trials/t/agent.log")).unwrap();
+    assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
+    assert_eq!(log.matches("No such file or directory").count(), 2, "{log}");
+    assert!(!log.contains("HOST-REACHED"), "{log}");
+    assert_eq!(r.trajectory.agent.settings["sandboxed"], true);
 }

@@ -16,6 +16,8 @@ pub mod sse;
 
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -32,7 +34,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -85,10 +87,20 @@ pub enum GatewayStop {
     Infrastructure(String),
 }
 
+/// Where a gateway listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A TCP port on the host's loopback, for agents that run on the host.
+    Loopback(SocketAddr),
+    /// A Unix socket, for agents in a sandbox, which reach it through a port of their own
+    /// loopback (`faultline_sandbox::LoopbackRelay`).
+    Socket(PathBuf),
+}
+
 /// A running gateway. Dropping it stops the server.
 #[derive(Debug)]
 pub struct Gateway {
-    addr: SocketAddr,
+    endpoint: Endpoint,
     key: String,
     protocol: Protocol,
     model: String,
@@ -128,6 +140,26 @@ impl Gateway {
     pub async fn start(config: GatewayConfig) -> std::io::Result<Gateway> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
+        Ok(Self::serving(
+            config,
+            Endpoint::Loopback(addr),
+            Listener::Tcp(listener),
+        ))
+    }
+
+    /// Starts a gateway on a new Unix socket at `path` that any local user may connect to (the
+    /// sandbox's uid must; the key, not the socket's mode, is what admits a call).
+    pub async fn start_on_socket(config: GatewayConfig, path: &Path) -> std::io::Result<Gateway> {
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+        Ok(Self::serving(
+            config,
+            Endpoint::Socket(path.to_path_buf()),
+            Listener::Unix(listener),
+        ))
+    }
+
+    fn serving(config: GatewayConfig, endpoint: Endpoint, listener: Listener) -> Gateway {
         // The key is a secret, not an experimental choice, so it comes from the OS-seeded
         // generator rather than the run's seed.
         let mut secret = [0u8; 24];
@@ -152,32 +184,29 @@ impl Gateway {
             events: tx,
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
-        Ok(Gateway {
-            addr,
+        Gateway {
+            endpoint,
             key,
             protocol,
             model,
             shared,
             events,
             server,
-        })
+        }
     }
 
-    /// The base URL an agent's client is given: `http://127.0.0.1:PORT/v1` for OpenAI-style
-    /// clients (they append `/chat/completions`), and the same for Anthropic-style clients less
-    /// the `/v1`, which they append themselves ([`Self::anthropic_base_url`]).
-    pub fn openai_base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+    /// The `HOST:PORT` an agent on the host connects to; none for a gateway on a socket, which
+    /// agents reach through a relay at an address of their sandbox.
+    pub fn loopback(&self) -> Option<String> {
+        match &self.endpoint {
+            Endpoint::Loopback(addr) => Some(addr.to_string()),
+            Endpoint::Socket(_) => None,
+        }
     }
 
-    /// The base URL for Anthropic clients, which append `/v1/messages`.
-    pub fn anthropic_base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// The address the gateway listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// Where the gateway listens.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The trial's key: accepted by this gateway only, worthless anywhere else.
@@ -196,22 +225,25 @@ impl Gateway {
     }
 
     /// The environment an agent is given to reach its model: the base URLs and keys the common
-    /// client libraries read, and faultline's own names for them.
-    pub fn agent_env(&self) -> Vec<(String, String)> {
+    /// client libraries read, and faultline's own names for them. `reach` is the `HOST:PORT` the
+    /// agent connects to: the gateway's own address on the host, or the relay's port in a
+    /// sandbox.
+    pub fn agent_env(&self, reach: &str) -> Vec<(String, String)> {
+        let openai = format!("http://{reach}/v1");
         let mut env = vec![
-            ("FAULTLINE_GATEWAY_URL".to_string(), self.openai_base_url()),
+            ("FAULTLINE_GATEWAY_URL".to_string(), openai.clone()),
             ("FAULTLINE_GATEWAY_KEY".to_string(), self.key.clone()),
             ("FAULTLINE_MODEL".to_string(), self.model.clone()),
         ];
         match self.protocol {
             Protocol::OpenAiChat => {
-                env.push(("OPENAI_BASE_URL".into(), self.openai_base_url()));
-                env.push(("OPENAI_API_BASE".into(), self.openai_base_url()));
+                env.push(("OPENAI_BASE_URL".into(), openai.clone()));
+                env.push(("OPENAI_API_BASE".into(), openai));
                 env.push(("OPENAI_API_KEY".into(), self.key.clone()));
                 env.push(("FAULTLINE_PROTOCOL".into(), "openai".into()));
             }
             Protocol::AnthropicMessages => {
-                env.push(("ANTHROPIC_BASE_URL".into(), self.anthropic_base_url()));
+                env.push(("ANTHROPIC_BASE_URL".into(), format!("http://{reach}")));
                 env.push(("ANTHROPIC_API_KEY".into(), self.key.clone()));
                 env.push(("FAULTLINE_PROTOCOL".into(), "anthropic".into()));
             }
@@ -309,22 +341,39 @@ impl Shared {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+async fn serve(listener: Listener, shared: Arc<Shared>) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(&shared, request).await) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        match &listener {
+            Listener::Tcp(l) => {
+                if let Ok((stream, _)) = l.accept().await {
+                    tokio::spawn(connection(stream, shared.clone()));
+                }
+            }
+            Listener::Unix(l) => {
+                if let Ok((stream, _)) = l.accept().await {
+                    tokio::spawn(connection(stream, shared.clone()));
+                }
+            }
+        }
     }
+}
+
+async fn connection<S>(stream: S, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(&shared, request).await) }
+    });
+    let _ = http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 /// Which protocol a request's path belongs to.

@@ -66,10 +66,18 @@ async fn start(server: &ScriptedServer, protocol: Protocol, limits: Limits) -> G
     .unwrap()
 }
 
+fn openai_url(gateway: &Gateway) -> String {
+    format!("{}/v1", root_url(gateway))
+}
+
+fn root_url(gateway: &Gateway) -> String {
+    format!("http://{}", gateway.loopback().unwrap())
+}
+
 /// A call as an agent's OpenAI client makes it.
 async fn openai_call(gateway: &Gateway, key: &str, body: Value) -> (u16, String) {
     let response = reqwest::Client::new()
-        .post(format!("{}/chat/completions", gateway.openai_base_url()))
+        .post(format!("{}/chat/completions", openai_url(gateway)))
         .bearer_auth(key)
         .json(&body)
         .send()
@@ -140,7 +148,7 @@ async fn the_other_protocol_and_unknown_paths_get_clear_errors() {
     let gateway = start(&server, Protocol::OpenAiChat, Limits::default()).await;
     let client = reqwest::Client::new();
     let anthropic = client
-        .post(format!("{}/v1/messages", gateway.anthropic_base_url()))
+        .post(format!("{}/v1/messages", root_url(&gateway)))
         .header("x-api-key", gateway.key())
         .json(&json!({"model": "m", "max_tokens": 10, "messages": []}))
         .send()
@@ -150,7 +158,7 @@ async fn the_other_protocol_and_unknown_paths_get_clear_errors() {
     let text = anthropic.text().await.unwrap();
     assert!(text.contains("/v1/chat/completions"), "{text}");
     let unknown = client
-        .post(format!("{}/v1/embeddings", gateway.anthropic_base_url()))
+        .post(format!("{}/v1/embeddings", root_url(&gateway)))
         .bearer_auth(gateway.key())
         .send()
         .await
@@ -295,12 +303,12 @@ async fn a_streamed_request_gets_events_that_reassemble_to_the_reply() {
                 body["stream"] = json!(true);
                 body["stream_options"] = json!({"include_usage": true});
                 client
-                    .post(format!("{}/chat/completions", gateway.openai_base_url()))
+                    .post(format!("{}/chat/completions", openai_url(&gateway)))
                     .bearer_auth(gateway.key())
                     .json(&body)
             }
             Protocol::AnthropicMessages => client
-                .post(format!("{}/v1/messages", gateway.anthropic_base_url()))
+                .post(format!("{}/v1/messages", root_url(&gateway)))
                 .header("x-api-key", gateway.key())
                 .json(&json!({"model": "m", "max_tokens": 100, "stream": true,
                               "messages": [{"role": "user", "content": "go"}]})),

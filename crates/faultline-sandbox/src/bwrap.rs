@@ -271,6 +271,13 @@ impl Sandbox {
             let flag = if m.writable { "--bind" } else { "--ro-bind" };
             a.push(&[flag, &m.host.to_string_lossy(), &m.guest]);
         }
+        if let (Some(relay), None) = (&self.spec.relay, session) {
+            a.push(&[
+                "--ro-bind",
+                &relay.socket.to_string_lossy(),
+                crate::relay::RELAY_SOCKET_GUEST,
+            ]);
+        }
         // The root itself is a private tmpfs; freeze it so only the listed mounts are writable.
         a.push(&["--remount-ro", "/"]);
         a.v
@@ -316,6 +323,10 @@ impl Sandbox {
             a.extend([SUPERVISOR_GUEST.to_string(), RESTRICT_ROLE.to_string()]);
             a.extend(restrict);
             a.push("--".to_string());
+        }
+        if let (Some(relay), None, Some(_)) = (&self.spec.relay, session, &self.supervisor) {
+            a.push(SUPERVISOR_GUEST.to_string());
+            a.extend(crate::relay::args(relay.port));
         }
         a.extend(argv.iter().cloned());
         Invocation {

@@ -33,6 +33,7 @@ pub mod identity;
 mod launch;
 mod protections;
 mod reap;
+mod relay;
 mod roles;
 pub mod seccomp;
 mod session;
@@ -45,8 +46,8 @@ pub use identity::{SandboxUser, give_to_sandbox};
 pub use protections::{Protection, Protections};
 pub use session::{SUPERVISOR_BIN, Session, supervisor_path, use_supervisor};
 pub use spec::{
-    DEFAULT_OUTPUT_CAP, ExecOutput, ExecRequest, GUEST_PATH, Identity, LimitHit, Mount,
-    ResourceLimits, SandboxSpec, TOOLCHAIN_GUEST, Toolchain, configure_default_limits,
+    DEFAULT_OUTPUT_CAP, ExecOutput, ExecRequest, GUEST_PATH, Identity, LimitHit, LoopbackRelay,
+    Mount, ResourceLimits, SandboxSpec, TOOLCHAIN_GUEST, Toolchain, configure_default_limits,
 };
 
 use bwrap::Features;
@@ -124,6 +125,20 @@ impl Sandbox {
                 )));
             }
         }
+        let supervisor = launch::launcher().ok();
+        if let Some(relay) = &spec.relay {
+            if supervisor.is_none() {
+                return Err(SandboxError::NoSupervisor(
+                    "a sandbox with a loopback relay needs it".to_string(),
+                ));
+            }
+            if !relay.socket.exists() {
+                return Err(SandboxError::Io(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("relay socket {} does not exist", relay.socket.display()),
+                )));
+            }
+        }
         let etc = bwrap::make_etc()?;
         let features = bwrap::features();
         let protections = protections::protections(&spec, features);
@@ -157,7 +172,7 @@ impl Sandbox {
             _ => None,
         };
         Ok(Sandbox {
-            supervisor: launch::launcher().ok(),
+            supervisor,
             spec,
             etc: Arc::new(etc),
             features,
@@ -342,6 +357,18 @@ impl Sandbox {
 
     /// Runs a command to completion or timeout, capturing capped output.
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let (output, _) = self.exec_until(req, std::future::pending()).await?;
+        Ok(output)
+    }
+
+    /// [`Self::exec`], but the whole sandbox is also killed when `stop` completes first (the
+    /// harness decided to end the command, say because its agent ran out of budget); the flag
+    /// says whether it did.
+    pub async fn exec_until(
+        &self,
+        req: &ExecRequest,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(ExecOutput, bool), SandboxError> {
         let start = Instant::now();
         let counts_before = self.limit_counts();
         let mut child = self
@@ -352,14 +379,19 @@ impl Sandbox {
         let cap = req.output_cap;
         let out_task = tokio::spawn(drain(stdout, cap));
         let err_task = tokio::spawn(drain(stderr, cap));
+        let mut stopped = false;
         let ended = tokio::select! {
             ended = tokio::time::timeout(req.timeout, child.wait()) => Some(ended),
             () = self.disk_over_limit() => None,
+            () = stop => {
+                stopped = true;
+                None
+            }
         };
         let (status, timed_out, mut disk_limit_hit) = match ended {
             Some(Ok(status)) => (status?, false, false),
             Some(Err(_)) => (kill_sandbox(&mut child).await?, true, false),
-            None => (kill_sandbox(&mut child).await?, false, true),
+            None => (kill_sandbox(&mut child).await?, false, !stopped),
         };
         let duration = start.elapsed();
         if !disk_limit_hit && duration >= disk::SHORT_COMMAND {
@@ -372,7 +404,7 @@ impl Sandbox {
         let stderr = join(err_task.await)?.finish(cap);
         let counts_after = self.limit_counts();
         use std::os::unix::process::ExitStatusExt;
-        Ok(ExecOutput {
+        let output = ExecOutput {
             exit_code: status.code(),
             signal: status.signal(),
             timed_out,
@@ -382,7 +414,8 @@ impl Sandbox {
             process_limit_hit: counts_after.0 > counts_before.0,
             memory_limit_hit: counts_after.1 > counts_before.1,
             disk_limit_hit,
-        })
+        };
+        Ok((output, stopped))
     }
 
     /// Runs an interactive shell in the sandbox with the caller's terminal (for `faultline

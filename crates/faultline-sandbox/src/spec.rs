@@ -172,6 +172,19 @@ pub struct SandboxSpec {
     pub limits: ResourceLimits,
     /// Whose identity its commands run under on the host.
     pub identity: Identity,
+    /// The one host service its commands may reach, if any (one-shot commands only).
+    pub relay: Option<LoopbackRelay>,
+}
+
+/// A TCP port on a sandbox's own loopback whose connections go to a Unix socket of the host: how
+/// a program in a sandbox without network reaches one service (an agent's model gateway) and
+/// nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopbackRelay {
+    /// The port inside the sandbox (on 127.0.0.1).
+    pub port: u16,
+    /// The host's socket; the sandbox's uid must be allowed to connect to it.
+    pub socket: PathBuf,
 }
 
 /// Whose identity a sandbox's commands have on the host.
@@ -207,6 +220,7 @@ impl SandboxSpec {
             toolchain,
             limits: ResourceLimits::default(),
             identity: Identity::Dedicated,
+            relay: None,
         }
     }
 
@@ -225,6 +239,12 @@ impl SandboxSpec {
     /// Replaces the resource limits.
     pub fn limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Lets its one-shot commands reach a host service through a port of their loopback.
+    pub fn relay(mut self, relay: LoopbackRelay) -> Self {
+        self.relay = Some(relay);
         self
     }
 

@@ -42,7 +42,8 @@ const POLL_TICK: Duration = Duration::from_millis(5);
 
 /// The supervisor binary's roles, by its first argument: `launch` (on the host, see
 /// [`crate::launch`]), `restrict` (inside a one-shot sandbox: [`restrict_writes`], then exec
-/// the command), or the session supervisor (anything else).
+/// the command), `relay` (inside a one-shot sandbox: a loopback port to a host socket, see
+/// [`crate::relay`]), or the session supervisor (anything else).
 ///
 /// This is the whole of the `faultline-supervisor` binary; a program that wants to be its own
 /// supervisor can call it when started under that name.
@@ -51,6 +52,9 @@ pub fn main() -> ExitCode {
     let role = args.first().and_then(|a| a.to_str());
     if role == Some(crate::launch::ROLE) {
         return crate::launch::main(&args[1..]);
+    }
+    if role == Some(crate::relay::RELAY_ROLE) {
+        return crate::relay::main(&args[1..]);
     }
     let result = match role {
         Some(RESTRICT_ROLE) => restrict_and_exec(&args[1..]),

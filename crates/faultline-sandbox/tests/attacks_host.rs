@@ -280,3 +280,47 @@ async fn a_disk_bomb_ends_as_a_recorded_limit() {
         }
     }
 }
+
+/// A sandbox with a loopback relay reaches the one host socket it was given, through the port it
+/// was given, and nothing else of the host: not a TCP service on the host's loopback (a model
+/// gateway listening there, say), nor another socket.
+#[tokio::test]
+async fn a_relay_reaches_its_one_host_socket_and_nothing_else() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let socket = dir.path().join("service.sock");
+    let service = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::thread::spawn(move || {
+        for mut stream in service.incoming().flatten() {
+            let mut line = String::new();
+            std::io::BufReader::new(&stream)
+                .read_line(&mut line)
+                .unwrap();
+            stream.write_all(format!("pong {line}").as_bytes()).unwrap();
+        }
+    });
+    let host_tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host_tcp.local_addr().unwrap().port();
+    let spec = workspace_spec(&workspace).relay(faultline_sandbox::LoopbackRelay {
+        port: 4000,
+        socket: socket.clone(),
+    });
+    let sb = Sandbox::new(spec).unwrap();
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/4000 && echo ping >&3 && head -1 <&3; \
+         (exec 4<>/dev/tcp/127.0.0.1/{host_port}) 2>/dev/null && echo HOST-TCP-REACHED; \
+         ls /run; echo done"
+    );
+    let out = sb
+        .exec(&ExecRequest::bash(script, Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let text = all_output(&out);
+    assert!(text.contains("pong ping"), "{text}");
+    assert!(!text.contains("HOST-TCP-REACHED"), "{text}");
+    assert!(text.contains("done"), "{text}");
+    assert!(!text.contains("service.sock"), "{text}");
+}

@@ -4,7 +4,7 @@ use crate::Env;
 use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use faultline_agent::{Baseline, ExternalAgent, GatewayModel, Templates};
+use faultline_agent::{AgentMount, Baseline, ExternalAgent, GatewayModel, Templates};
 use faultline_corpus::Corpus;
 use faultline_model::{
     DEFAULT_ATTEMPT_TIMEOUT, ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy,
@@ -39,9 +39,19 @@ pub struct RunArgs {
     /// otherwise the baselines].
     #[arg(long = "agent")]
     agents: Vec<String>,
-    /// Shorthand for `--agent model:NAME`.
+    /// Shorthand for `--agent model:NAME`; with external agents, the model their gateway
+    /// serves.
     #[arg(long, env = "FAULTLINE_MODEL")]
     model: Option<String>,
+    /// A file or directory an external agent needs (its virtualenv, a node prefix, a binary),
+    /// mounted read-only into its sandbox: `HOST` (seen at the same path) or `HOST:GUEST`;
+    /// repeatable.
+    #[arg(long = "agent-mount")]
+    agent_mounts: Vec<AgentMount>,
+    /// Run external agents on the host instead of in the sandbox, beside the fixed crates and
+    /// the oracles: recorded, and their scores reported as not comparable.
+    #[arg(long)]
+    agents_on_host: bool,
     /// Wire protocol of model agents: `openai` (chat completions; vLLM, llama.cpp, ollama...)
     /// or `anthropic` (messages).
     #[arg(long, env = "FAULTLINE_PROTOCOL", default_value = "openai")]
@@ -198,6 +208,8 @@ fn parse_agents(
                 name: name.into(),
                 command: command.into(),
                 model,
+                mounts: args.agent_mounts.clone(),
+                on_host: args.agents_on_host,
             }));
         } else {
             bail!("unknown agent `{spec}`; see `faultline run --help`");
