@@ -86,7 +86,16 @@ pub async fn regrade(
             data,
             toolchain,
         };
-        let grade = grade_submission(&ctx, &id, r.track, &submission, opts, use_cache).await?;
+        let mut grade = grade_submission(&ctx, &id, r.track, &submission, opts, use_cache).await?;
+        // What the agent ran under is not the grader's to change: an agent that ran outside the
+        // sandbox keeps that record.
+        if let Ok(Some(old)) = dir.read_grade() {
+            grade.protections.extend(
+                old.protections
+                    .into_iter()
+                    .filter(|p| p.name == crate::runner::AGENT_SANDBOX),
+            );
+        }
         dir.write_grade(&grade)?;
         r.outcome = grade.outcome;
         r.score = grade.score;

@@ -53,6 +53,11 @@ pub enum AgentSpec {
 }
 
 impl AgentSpec {
+    /// Whether this is an external agent run outside the sandbox.
+    pub fn on_host(&self) -> bool {
+        matches!(self, AgentSpec::External(e) if e.on_host)
+    }
+
     /// The name used in trial ids and tables (`/` and spaces replaced).
     pub fn name(&self) -> String {
         let raw = match self {
@@ -218,8 +223,29 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
         pricing: Some(cfg.pricing.table_version.clone()),
         grading: cfg.grading,
         shard: cfg.shard.map(|s| s.to_string()),
-        protections: faultline_grade::protections::in_force(),
+        protections: {
+            let mut records = faultline_grade::protections::in_force();
+            if cfg.agents.iter().any(AgentSpec::on_host) {
+                records.push(agents_on_host());
+            }
+            records
+        },
     })
+}
+
+/// The protection record's name for external agents' sandbox.
+pub(crate) const AGENT_SANDBOX: &str = "agent sandbox";
+
+/// The record of external agents run outside the sandbox (`--agents-on-host`): like a
+/// protection the machine lacks, it makes the run's scores not comparable.
+fn agents_on_host() -> faultline_schema::ProtectionRecord {
+    faultline_schema::ProtectionRecord {
+        name: AGENT_SANDBOX.into(),
+        state: faultline_schema::ProtectionState::Off,
+        detail: "external agents ran on the host (--agents-on-host), beside the fixed crates \
+                 and the oracles: unsandboxed, not comparable"
+            .into(),
+    }
 }
 
 /// Writes the lock, or checks an existing one; a difference is refused unless `force`.
@@ -591,6 +617,10 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
             (rec.trajectory, grade)
         }
     };
+    let mut grade = grade;
+    if agent.on_host() {
+        grade.protections.push(agents_on_host());
+    }
     dir.write_grade(&grade)?;
     Ok(record(
         case,
