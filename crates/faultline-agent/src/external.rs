@@ -33,9 +33,11 @@
 //! store and the corpus (the fixed crate and the oracles are one `grep` away), with the host's
 //! paths in those variables; its results are marked not comparable.
 
+use crate::Templates;
 use crate::builtin::TrialResult;
 use crate::env::TrialEnv;
 use crate::record::Recorder;
+use crate::scaffolds::{Scaffold, mini_swe_agent};
 use crate::stop::Limit;
 use anyhow::{Context, Result};
 use faultline_gateway::{Gateway, GatewayConfig, GatewayEvent, GatewayStop};
@@ -49,6 +51,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// The trajectory mini-swe-agent writes to the output directory.
+const MINI_TRAJECTORY_FILE: &str = "traj.json";
 
 /// How often the working-time limit is checked while the agent runs between model calls.
 const WORKING_TIME_TICK: Duration = Duration::from_millis(500);
@@ -78,6 +83,8 @@ pub struct ExternalAgent {
     pub mounts: Vec<AgentMount>,
     /// Run on the host, outside any sandbox: its scores are not comparable.
     pub on_host: bool,
+    /// Which scaffold it is: its word for submitting, and whether its own trajectory is read.
+    pub scaffold: Scaffold,
 }
 
 /// A directory or file of the host an agent needs (its virtualenv, a node prefix, a binary).
@@ -144,6 +151,9 @@ impl ExternalAgent {
         let mut settings = std::collections::BTreeMap::new();
         settings.insert("command".into(), self.command.clone().into());
         settings.insert("sandboxed".into(), (!self.on_host).into());
+        if self.scaffold == Scaffold::MiniSweAgent {
+            settings.insert("mini_swe_agent".into(), mini_swe_agent::VERSION.into());
+        }
         let config = self.model.as_ref().map(|m| m.client.config());
         if let Some(config) = config {
             settings.insert("base_url".into(), config.effective_base_url().into());
@@ -194,6 +204,15 @@ impl ExternalAgent {
         };
         let task_dir = trial_dir.external_task_dir();
         env.write_task_dir(&task_dir)?;
+        let prompts = Templates::default().render_submitting_with(
+            &env.task,
+            &env.symptom,
+            &env.bundle,
+            true,
+            self.scaffold.sentinel(),
+        )?;
+        std::fs::write(task_dir.join("system.md"), &prompts.system)?;
+        std::fs::write(task_dir.join("prompt.md"), &prompts.task)?;
         let output = trial_dir.agent_output_dir();
         std::fs::create_dir_all(&output)?;
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -241,11 +260,12 @@ impl ExternalAgent {
         tokio::pin!(process);
         let mut stop_tx = Some(stop_tx);
         let mut gateway_stop = None;
+        let mut steps = CallSteps::default();
         let ended = loop {
             tokio::select! {
                 ended = &mut process => break ended?,
                 Some(event) = next_event(gateway.as_mut()), if gateway_stop.is_none() => match event {
-                    GatewayEvent::Call(call) => record_call(env, &mut rec, *call)?,
+                    GatewayEvent::Call(call) => steps.add(env, &mut rec, *call)?,
                     GatewayEvent::Stopped(stop) => {
                         gateway_stop = Some(stop);
                         stop_tx.take().map(|tx| tx.send(()));
@@ -263,17 +283,28 @@ impl ExternalAgent {
         if let Some(gateway) = &mut gateway {
             while let Ok(event) = gateway.try_next_event() {
                 match event {
-                    GatewayEvent::Call(call) => record_call(env, &mut rec, *call)?,
+                    GatewayEvent::Call(call) => steps.add(env, &mut rec, *call)?,
                     GatewayEvent::Stopped(stop) => {
                         gateway_stop.get_or_insert(stop);
                     }
                 }
             }
         }
+        steps.flush(env, &mut rec)?;
         drop(gateway);
         let agent_traj = output.join(TRAJECTORY_FILE);
         if agent_traj.is_file() {
             std::fs::copy(&agent_traj, trial_dir.agent_trajectory_path())?;
+        }
+        if self.scaffold == Scaffold::MiniSweAgent {
+            let traj = output.join(MINI_TRAJECTORY_FILE);
+            // A missing or unreadable record leaves the steps without their commands.
+            if let Some(traj) = std::fs::read(&traj)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            {
+                mini_swe_agent::attach_actions(&traj, &mut rec);
+            }
         }
         let submission = match Submission::read(&output, env.task.track) {
             None if env.task.track == Track::Repair
@@ -285,7 +316,7 @@ impl ExternalAgent {
         };
         let submitted = || submission.clone().unwrap_or(Submission::None);
         match (ended, gateway_stop) {
-            (Ended::Stopped, Some(GatewayStop::Limit(fired))) => {
+            (_, Some(GatewayStop::Limit(fired))) => {
                 rec.finish(limit_status(&fired), Some(fired), None)?;
                 Ok(finish(rec, submitted(), None))
             }
@@ -414,26 +445,45 @@ async fn next_event(gateway: Option<&mut Gateway>) -> Option<GatewayEvent> {
     }
 }
 
-/// A call through the gateway as a step of the trajectory, with the workspace's state after it.
-fn record_call(
-    env: &TrialEnv,
-    rec: &mut Recorder,
-    call: faultline_gateway::GatewayCall,
-) -> Result<()> {
-    let (diff, diff_sha256) = env.diff()?;
-    let step = Step {
-        index: rec.trajectory.totals.steps + 1,
-        started_secs: call.started_secs,
-        model: Some(call.model),
-        thought: call.text.filter(|t| !t.trim().is_empty()),
-        action: None,
-        format_error: None,
-        diff: None,
-        diff_sha256,
-    };
-    rec.push_step(step, diff)?;
-    rec.add_lost_time(call.lost_secs);
-    Ok(())
+/// Calls through the gateway becoming steps of the trajectory. A step's workspace state is the
+/// one its command left, which is known only when the agent's next call arrives (or the agent
+/// ends), so each call waits for the next before it is recorded.
+#[derive(Default)]
+struct CallSteps {
+    pending: Option<faultline_gateway::GatewayCall>,
+}
+
+impl CallSteps {
+    fn add(
+        &mut self,
+        env: &TrialEnv,
+        rec: &mut Recorder,
+        call: faultline_gateway::GatewayCall,
+    ) -> Result<()> {
+        self.flush(env, rec)?;
+        self.pending = Some(call);
+        Ok(())
+    }
+
+    fn flush(&mut self, env: &TrialEnv, rec: &mut Recorder) -> Result<()> {
+        let Some(call) = self.pending.take() else {
+            return Ok(());
+        };
+        let (diff, diff_sha256) = env.diff()?;
+        let step = Step {
+            index: rec.trajectory.totals.steps + 1,
+            started_secs: call.started_secs,
+            model: Some(call.model),
+            thought: call.text.filter(|t| !t.trim().is_empty()),
+            action: None,
+            format_error: None,
+            diff: None,
+            diff_sha256,
+        };
+        rec.push_step(step, diff)?;
+        rec.add_lost_time(call.lost_secs);
+        Ok(())
+    }
 }
 
 /// The exit status a limit enforced by the gateway ends the trial with.

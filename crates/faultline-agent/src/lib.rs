@@ -11,6 +11,7 @@ pub mod external;
 pub mod parse;
 pub mod prompts;
 pub mod record;
+pub mod scaffolds;
 pub mod stop;
 
 pub use baselines::Baseline;
@@ -18,3 +19,4 @@ pub use builtin::{BuiltinAgent, TrialResult};
 pub use env::{EnvError, TrialEnv};
 pub use external::{AgentMount, ExternalAgent, GATEWAY_PORT, GatewayModel};
 pub use prompts::{SUBMIT_SENTINEL, Templates};
+pub use scaffolds::Scaffold;

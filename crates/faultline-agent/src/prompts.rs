@@ -110,6 +110,19 @@ impl Templates {
         bundle: &[BundleFile],
         tool_mode: bool,
     ) -> Result<Prompts> {
+        self.render_submitting_with(task, symptom, bundle, tool_mode, SUBMIT_SENTINEL)
+    }
+
+    /// [`Self::render`] for a scaffold that has its own word for submitting (mini-swe-agent
+    /// ends on `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`).
+    pub fn render_submitting_with(
+        &self,
+        task: &Task,
+        symptom: &str,
+        bundle: &[BundleFile],
+        tool_mode: bool,
+        sentinel: &str,
+    ) -> Result<Prompts> {
         let mut env = Environment::new();
         env.set_syntax(
             minijinja::syntax::SyntaxConfig::builder()
@@ -137,7 +150,7 @@ impl Templates {
             } else {
                 Vec::new()
             },
-            sentinel: SUBMIT_SENTINEL,
+            sentinel,
             tool_mode,
             step_limit: task.limits.steps,
             command_timeout_secs: task.limits.command_timeout_secs,

@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use faultline_schema::trajectory::{
-    AgentInfo, ChatMessage, LimitFired, Step, TRAJECTORY_SCHEMA_VERSION, Totals,
+    Action, AgentInfo, ChatMessage, LimitFired, Step, TRAJECTORY_SCHEMA_VERSION, Totals,
 };
 use faultline_schema::{ExitStatus, Task, Trajectory};
 use serde::Serialize;
@@ -158,6 +158,21 @@ impl Recorder {
             .with_context(|| format!("writing the trajectory's step log {}", partial.display()))?;
         self.messages_logged = self.trajectory.messages.len();
         Ok(())
+    }
+
+    /// Gives a recorded step (by position) the action it led to and the format error its reply
+    /// had, as a scaffold's own record tells them after the trial; the totals follow.
+    pub fn attach(&mut self, index: usize, action: Option<Action>, format_error: Option<String>) {
+        let Some(step) = self.trajectory.steps.get_mut(index) else {
+            return;
+        };
+        let totals = &mut self.trajectory.totals;
+        if let Some(a) = &action {
+            *totals.actions.entry(a.kind).or_insert(0) += 1;
+            totals.command_secs += a.duration_secs;
+        }
+        step.action = action.or(step.action.take());
+        step.format_error = format_error.or(step.format_error.take());
     }
 
     /// Adds the cost of a billed call that produced no step (a reply that failed mid-way).

@@ -361,6 +361,7 @@ async fn external(
         model: None,
         mounts: Vec::new(),
         on_host: false,
+        scaffold: Default::default(),
     };
     let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
     let r = agent.run(&env, &trial, None).await.unwrap();
@@ -572,6 +573,7 @@ async fn through_gateway(
             guest: "/agent".into(),
         }],
         on_host: false,
+        scaffold: Default::default(),
     };
     let trial = faultline_schema::RunDir::new(dir.path()).trial("t");
     let result = agent.run(&env, &trial, None).await.unwrap();

@@ -481,6 +481,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Full<By
         bytes: bytes.len() as u64,
         status: 200,
         error: None,
+        response_id: None,
     };
     let call_started = Instant::now();
     let failed_attempts = AtomicU32::new(0);
@@ -504,7 +505,15 @@ fn answered(
     };
     let stream = request.stream;
     let mut model = model_call(&reply, cost);
-    model.request = Some(request);
+    let response_id = reply
+        .raw
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    model.request = Some(GatewayRequest {
+        response_id,
+        ..request
+    });
     {
         let mut meter = shared.meter();
         meter.tokens += reply.usage.as_ref().map_or(0, |u| u.total_tokens());

@@ -205,6 +205,9 @@ pub struct GatewayRequest {
     pub status: u16,
     /// Why the call failed, when it did.
     pub error: Option<String>,
+    /// The provider's id of its reply, which a scaffold's own trajectory also keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
 }
 
 /// Where an action's command came from.

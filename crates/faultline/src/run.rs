@@ -4,7 +4,11 @@ use crate::Env;
 use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use faultline_agent::scaffolds::mini_swe_agent;
 use faultline_agent::{AgentMount, Baseline, ExternalAgent, GatewayModel, Templates};
+
+/// The agent spec of mini-swe-agent.
+const MINI_SWE_AGENT: &str = "mini-swe-agent";
 use faultline_corpus::Corpus;
 use faultline_model::{
     DEFAULT_ATTEMPT_TIMEOUT, ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy,
@@ -34,7 +38,8 @@ pub struct RunArgs {
     filter: Filter,
     /// An agent, repeatable: `baselines` (all five),
     /// `baseline:null|gold|bm25|stacktrace|everything`,
-    /// `model:NAME` (the built-in agent; see --protocol, --base-url), or
+    /// `model:NAME` (the built-in agent; see --protocol, --base-url), `mini-swe-agent` (on
+    /// --model, installed into the data directory on first use), or
     /// `external:NAME=COMMAND` [default: a model agent if --model or FAULTLINE_MODEL is set,
     /// otherwise the baselines].
     #[arg(long = "agent")]
@@ -159,11 +164,14 @@ fn parse_agents(
     args: &RunArgs,
     templates: &Templates,
     pricing: &PricingTable,
+    data: &Path,
 ) -> Result<Vec<AgentSpec>> {
     let mut specs = args.agents.clone();
     // With external agents, `--model` is the model their gateway serves; otherwise it is the
     // built-in agent's.
-    let externals = specs.iter().any(|s| s.starts_with("external:"));
+    let externals = specs
+        .iter()
+        .any(|s| s.starts_with("external:") || s == MINI_SWE_AGENT);
     if let Some(m) = &args.model
         && !externals
     {
@@ -193,6 +201,20 @@ fn parse_agents(
                 max_output_tokens: args.max_output_tokens,
                 temperature: args.temperature,
             });
+        } else if spec == MINI_SWE_AGENT {
+            let Some(m) = &args.model else {
+                bail!(
+                    "mini-swe-agent needs a model: add --model NAME (and --base-url, --protocol)"
+                );
+            };
+            let model = GatewayModel {
+                client: Arc::new(ModelClient::new(model_config(args, protocol, m)?)?),
+                pricing: Some(pricing.clone()),
+            };
+            let dir = mini_swe_agent::install(data)?;
+            let mut agent = mini_swe_agent::agent(&dir, Some(model));
+            agent.on_host = args.agents_on_host;
+            out.push(AgentSpec::External(agent));
         } else if let Some(rest) = spec.strip_prefix("external:") {
             let (name, command) = rest
                 .split_once('=')
@@ -210,6 +232,7 @@ fn parse_agents(
                 model,
                 mounts: args.agent_mounts.clone(),
                 on_host: args.agents_on_host,
+                scaffold: Default::default(),
             }));
         } else {
             bail!("unknown agent `{spec}`; see `faultline run --help`");
@@ -252,7 +275,7 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         Some(p) => PricingTable::load(p)?,
         None => PricingTable::builtin()?,
     };
-    let agents = parse_agents(&args, &templates, &pricing)?;
+    let agents = parse_agents(&args, &templates, &pricing, &env.data.root)?;
     let shard = match args.shard {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,

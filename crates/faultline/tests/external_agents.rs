@@ -25,7 +25,14 @@ fn run(data: &Path, out: &Path, base_url: &str, more: &[&str]) -> Output {
     faultline(data)
         .args(["run", "toy-double-merge", "--agent"])
         .arg(format!("external:py={AGENT}"))
-        .args(["--model", "scripted-model", "--base-url", base_url, "--cost", "0"])
+        .args([
+            "--model",
+            "scripted-model",
+            "--base-url",
+            base_url,
+            "--cost",
+            "0",
+        ])
         .args(["--tracks", "diagnose", "--conditions", "symptom"])
         .args(["--attempts", "1"])
         .args(more)

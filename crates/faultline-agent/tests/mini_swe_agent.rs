@@ -1,0 +1,144 @@
+//! The real mini-swe-agent package (installed from the Python package registry into a directory
+//! under `target/` and reused), run by our driver in the trial's sandbox, against a scripted model
+//! server through the trial's gateway, on the fixture case.
+
+mod common;
+
+mod needs_pypi {
+    use super::common::{self, MODEL, fixture, tool};
+    use faultline_agent::scaffolds::mini_swe_agent;
+    use faultline_agent::{GatewayModel, TrialEnv, TrialResult};
+    use faultline_model::{ApiKey, ModelClient, ModelConfig, Protocol};
+    use faultline_schema::{ActionKind, ExitStatus, Limits, Submission, Track};
+    use faultline_scripted::{Script, ScriptedServer, Step};
+    use std::path::PathBuf;
+    use std::sync::{Arc, OnceLock};
+
+    /// The release, installed once for all the tests of this binary (and kept for later runs).
+    fn installed() -> &'static PathBuf {
+        static DIR: OnceLock<PathBuf> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pypi");
+            mini_swe_agent::install(&root).unwrap_or_else(|e| {
+                panic!(
+                    "{e:#}\n(this test installs mini-swe-agent from the Python package registry; \
+                     `cargo test -- --skip needs_pypi::` leaves it out)"
+                )
+            })
+        })
+    }
+
+    async fn run(script: Vec<Step>, track: Track) -> (TrialResult, String, ScriptedServer) {
+        let dir = installed().clone();
+        let f = fixture().await;
+        let server = ScriptedServer::start(Script::new(script)).await.unwrap();
+        let mut config =
+            ModelConfig::new(Protocol::OpenAiChat, MODEL).with_base_url(server.openai_base_url());
+        config.retry.max_retries = 0;
+        let client = ModelClient::with_resolved_api_key(config, Some(ApiKey::new("sk-real")));
+        let agent = mini_swe_agent::agent(
+            &dir,
+            Some(GatewayModel {
+                client: Arc::new(client.unwrap()),
+                pricing: Some(common::pricing()),
+            }),
+        );
+        let limits = Limits {
+            wall_secs: 300,
+            ..Limits::default()
+        };
+        let task = common::task(f, track, limits);
+        let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let trial = faultline_schema::RunDir::new(out.path()).trial("t");
+        let result = agent.run(&env, &trial, None).await.unwrap();
+        let log = std::fs::read_to_string(trial.agent_log_path()).unwrap_or_default();
+        (result, log, server)
+    }
+
+    #[tokio::test]
+    async fn a_scripted_episode_that_fixes_the_bug_submits_the_fix() {
+        let fix = r"sed -i 's/\*mine += \*count;/*mine = (*mine).max(*count);/' src/lib.rs";
+        let script = vec![
+            tool("grep -n 'fn merge' src/lib.rs", 500, 20),
+            tool(fix, 600, 30),
+            tool(&format!("echo {}", mini_swe_agent::SENTINEL), 700, 10),
+        ];
+        let (r, log, server) = run(script, Track::Repair).await;
+        assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
+        assert!(
+            matches!(&r.submission, Submission::Patch(p) if p.contains("max(*count)")),
+            "{:?}\n{log}",
+            r.submission
+        );
+        assert_eq!(server.requests().len(), 3);
+        let steps = &r.trajectory.steps;
+        assert_eq!(steps.len(), 3);
+        let action = steps[1]
+            .action
+            .as_ref()
+            .expect("the edit is attached to its call");
+        assert!(action.command.contains("sed -i"));
+        assert_eq!(action.kind, ActionKind::Edit);
+        assert_eq!(action.exit_code, Some(0));
+        assert!(
+            steps[0]
+                .action
+                .as_ref()
+                .unwrap()
+                .output
+                .contains("fn merge"),
+            "{steps:?}"
+        );
+        let totals = &r.trajectory.totals;
+        assert_eq!(totals.steps_to_first_edit, Some(2));
+        assert_eq!(totals.tokens.input, 1800);
+        assert!(totals.cost_usd.unwrap() > 0.0);
+        assert_eq!(
+            r.trajectory.agent.settings["mini_swe_agent"],
+            mini_swe_agent::VERSION
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scripted_episode_that_submits_nothing_fails() {
+        let script = vec![Step::text("I think it is fine."); 3];
+        let (r, log, _server) = run(script, Track::Repair).await;
+        assert_eq!(r.trajectory.exit_status, ExitStatus::AgentError, "{log}");
+        assert!(
+            matches!(r.submission, Submission::None),
+            "{:?}",
+            r.submission
+        );
+        assert!(
+            r.trajectory.steps.iter().all(|s| s.format_error.is_some()),
+            "{:?}",
+            r.trajectory.steps
+        );
+    }
+
+    #[tokio::test]
+    async fn reading_the_answers_or_reaching_the_host_is_denied_and_recorded() {
+        let f = fixture().await;
+        let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let probe = format!(
+            "ls {} ; ls {}; (exec 3<>/dev/tcp/127.0.0.1/{}) && echo HOST-REACHED",
+            f.data.root.display(),
+            std::path::absolute("../../corpus").unwrap().display(),
+            host.local_addr().unwrap().port()
+        );
+        let script = vec![
+            tool(&probe, 10, 1),
+            tool(&format!("echo {}", mini_swe_agent::SENTINEL), 10, 1),
+        ];
+        let (r, log, _server) = run(script, Track::Repair).await;
+        let action = r.trajectory.steps[0].action.as_ref().expect("recorded");
+        assert_eq!(
+            action.output.matches("No such file or directory").count(),
+            2,
+            "{action:?}\n{log}"
+        );
+        assert!(!action.output.contains("HOST-REACHED"), "{action:?}");
+        assert_ne!(action.exit_code, Some(0));
+    }
+}
