@@ -158,6 +158,56 @@ impl Prediction {
     }
 }
 
+/// The predictions in a file, each with where it is (`3` for a line, `item 3`, `key "id"`), in
+/// the shapes SWE-bench's own loader accepts: JSON lines, a JSON list, or a JSON object keyed by
+/// instance id (mini-swe-agent's `preds.json`), whose entries may leave out their `instance_id`.
+/// A prediction that does not parse is returned as its error, so the caller can say where.
+pub fn parse_predictions(
+    text: &str,
+) -> Result<Vec<(String, serde_json::Result<Prediction>)>, serde_json::Error> {
+    let whole: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    Ok(match whole {
+        Some(serde_json::Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (format!("item {}", i + 1), serde_json::from_value(v)))
+            .collect(),
+        Some(serde_json::Value::Object(map)) if !map.contains_key("instance_id") => map
+            .into_iter()
+            .map(|(key, mut v)| {
+                if let Some(entry) = v.as_object_mut() {
+                    entry
+                        .entry("instance_id")
+                        .or_insert_with(|| key.clone().into());
+                }
+                let parsed = serde_json::from_value::<Prediction>(v).and_then(|p| {
+                    if p.instance_id == key {
+                        Ok(p)
+                    } else {
+                        Err(serde::de::Error::custom(format!(
+                            "keyed by `{key}` but its instance_id is `{}`",
+                            p.instance_id
+                        )))
+                    }
+                });
+                (format!("key {key:?}"), parsed)
+            })
+            .collect(),
+        _ => {
+            let trimmed = text.trim_start();
+            if trimmed.starts_with('[') {
+                // A list that did not parse whole: say so rather than read it as lines.
+                serde_json::from_str::<Vec<serde_json::Value>>(text)?;
+            }
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, line)| ((i + 1).to_string(), serde_json::from_str(line)))
+                .collect()
+        }
+    })
+}
+
 /// Turns a predictions file into a graded run in `out`. Returns the number of trials.
 pub async fn import_predictions(
     predictions: &Path,
@@ -170,21 +220,17 @@ pub async fn import_predictions(
     let text = std::fs::read_to_string(predictions)
         .with_context(|| format!("reading {}", predictions.display()))?;
     let mut preds = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
+    for (at, p) in parse_predictions(&text)
+        .with_context(|| format!("{}: not a predictions file", predictions.display()))?
     {
-        let p: Prediction = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a prediction", predictions.display(), i + 1))?;
+        let p = p.with_context(|| format!("{}:{at}: not a prediction", predictions.display()))?;
         if let Err(why) = p.submission() {
-            bail!("{}:{}: {why}", predictions.display(), i + 1);
+            bail!("{}:{at}: {why}", predictions.display());
         }
         if corpus.get(&p.instance_id).is_none() {
             bail!(
-                "{}:{}: unknown case `{}`",
+                "{}:{at}: unknown case `{}`",
                 predictions.display(),
-                i + 1,
                 p.instance_id
             );
         }
@@ -354,5 +400,55 @@ mod tests {
         let err =
             line(r#"{"instance_id":"c","model_name_or_path":"m","track":"diagnose"}"#).unwrap_err();
         assert!(err.contains("cannot be imported"), "{err}");
+    }
+
+    fn ids(text: &str) -> Vec<(String, String)> {
+        parse_predictions(text)
+            .unwrap()
+            .into_iter()
+            .map(|(at, p)| (at, p.unwrap().instance_id))
+            .collect()
+    }
+
+    #[test]
+    fn predictions_come_as_lines_a_list_or_an_object_keyed_by_instance() {
+        let a = r#"{"instance_id":"a","model_name_or_path":"m","model_patch":"x"}"#;
+        let b = r#"{"instance_id":"b","model_name_or_path":"m","model_patch":null}"#;
+        assert_eq!(
+            ids(&format!("{a}\n\n{b}\n")),
+            [("1".into(), "a".into()), ("3".into(), "b".into())]
+        );
+        assert_eq!(ids(a), [("1".into(), "a".into())]);
+        assert_eq!(
+            ids(&format!("[{a}, {b}]")),
+            [("item 1".into(), "a".into()), ("item 2".into(), "b".into())]
+        );
+        let keyed = r#"{"a": {"model_name_or_path":"m","model_patch":"x"},
+                        "b": {"instance_id":"b","model_name_or_path":"m","model_patch":"y"}}"#;
+        assert_eq!(
+            ids(keyed),
+            [
+                ("key \"a\"".into(), "a".into()),
+                ("key \"b\"".into(), "b".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_predictions_say_where() {
+        let mismatch = r#"{"a": {"instance_id":"b","model_name_or_path":"m"}}"#;
+        let (at, p) = parse_predictions(mismatch).unwrap().remove(0);
+        assert_eq!(at, "key \"a\"");
+        assert!(p.unwrap_err().to_string().contains("keyed by `a`"));
+        let lines = "{\"instance_id\":\"a\",\"model_name_or_path\":\"m\"}\nnot json\n";
+        let parsed = parse_predictions(lines).unwrap();
+        assert!(parsed[0].1.is_ok());
+        assert_eq!(parsed[1].0, "2");
+        assert!(parsed[1].1.is_err());
+        assert!(parse_predictions("[{\"instance_id\": ").is_err());
+        let (_, p) = parse_predictions("[{\"model_patch\": \"x\"}]")
+            .unwrap()
+            .remove(0);
+        assert!(p.unwrap_err().to_string().contains("instance_id"));
     }
 }

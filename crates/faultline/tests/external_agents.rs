@@ -115,3 +115,55 @@ fn an_external_agent_is_sandboxed_and_metered_and_on_the_host_only_when_asked() 
     assert!(shown.contains("not comparable"), "{shown}");
     assert_eq!(server.requests().len(), 2);
 }
+
+mod needs_pypi {
+    use super::common::{faultline, records};
+    use faultline_agent::scaffolds::mini_swe_agent;
+    use faultline_schema::Outcome;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// A `preds.json` written by mini-swe-agent's own SWE-bench runner code is imported as it is.
+    #[test]
+    fn mini_swe_agents_preds_json_is_imported() {
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pypi");
+        let dir = mini_swe_agent::install(&root).expect("installing mini-swe-agent from PyPI");
+        let tmp = tempfile::tempdir().unwrap();
+        let preds = tmp.path().join("preds.json");
+        let gold = faultline_testkit::fixture_gold();
+        let write = Command::new(dir.join("venv/bin/python"))
+            .args([
+                "-c",
+                "import sys; from pathlib import Path\n\
+                 from minisweagent.run.benchmarks.swebench import update_preds_file\n\
+                 update_preds_file(Path(sys.argv[1]), 'toy-double-merge', 'mini-gold', sys.argv[2])",
+            ])
+            .arg(&preds)
+            .arg(&gold)
+            .env("MSWEA_SILENT_STARTUP", "1")
+            .output()
+            .unwrap();
+        assert!(
+            write.status.success(),
+            "{}",
+            String::from_utf8_lossy(&write.stderr)
+        );
+        let run = tmp.path().join("run");
+        let out = faultline(&tmp.path().join("data"))
+            .arg("import")
+            .arg(&preds)
+            .arg("--out")
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let recorded = records(&run);
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].agent, "mini-gold");
+        assert_eq!(recorded[0].outcome, Outcome::Pass);
+    }
+}
