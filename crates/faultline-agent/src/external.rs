@@ -151,8 +151,8 @@ impl ExternalAgent {
         let mut settings = std::collections::BTreeMap::new();
         settings.insert("command".into(), self.command.clone().into());
         settings.insert("sandboxed".into(), (!self.on_host).into());
-        if self.scaffold == Scaffold::MiniSweAgent {
-            settings.insert("mini_swe_agent".into(), mini_swe_agent::VERSION.into());
+        if let Some(release) = self.scaffold.release() {
+            settings.insert("scaffold".into(), release.into());
         }
         let config = self.model.as_ref().map(|m| m.client.config());
         if let Some(config) = config {

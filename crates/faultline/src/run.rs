@@ -4,11 +4,8 @@ use crate::Env;
 use crate::cases::Filter;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use faultline_agent::scaffolds::mini_swe_agent;
+use faultline_agent::scaffolds::PACKAGES;
 use faultline_agent::{AgentMount, Baseline, ExternalAgent, GatewayModel, Templates};
-
-/// The agent spec of mini-swe-agent.
-const MINI_SWE_AGENT: &str = "mini-swe-agent";
 use faultline_corpus::Corpus;
 use faultline_model::{
     DEFAULT_ATTEMPT_TIMEOUT, ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy,
@@ -38,8 +35,8 @@ pub struct RunArgs {
     filter: Filter,
     /// An agent, repeatable: `baselines` (all five),
     /// `baseline:null|gold|bm25|stacktrace|everything`,
-    /// `model:NAME` (the built-in agent; see --protocol, --base-url), `mini-swe-agent` (on
-    /// --model, installed into the data directory on first use), or
+    /// `model:NAME` (the built-in agent; see --protocol, --base-url), `mini-swe-agent` or
+    /// `aider` (on --model; installed into the data directory on first use), or
     /// `external:NAME=COMMAND` [default: a model agent if --model or FAULTLINE_MODEL is set,
     /// otherwise the baselines].
     #[arg(long = "agent")]
@@ -171,7 +168,7 @@ fn parse_agents(
     // built-in agent's.
     let externals = specs
         .iter()
-        .any(|s| s.starts_with("external:") || s == MINI_SWE_AGENT);
+        .any(|s| s.starts_with("external:") || PACKAGES.iter().any(|p| p.name == s));
     if let Some(m) = &args.model
         && !externals
     {
@@ -201,18 +198,16 @@ fn parse_agents(
                 max_output_tokens: args.max_output_tokens,
                 temperature: args.temperature,
             });
-        } else if spec == MINI_SWE_AGENT {
+        } else if let Some(package) = PACKAGES.iter().find(|p| p.name == spec) {
             let Some(m) = &args.model else {
-                bail!(
-                    "mini-swe-agent needs a model: add --model NAME (and --base-url, --protocol)"
-                );
+                bail!("{spec} needs a model: add --model NAME (and --base-url, --protocol)");
             };
             let model = GatewayModel {
                 client: Arc::new(ModelClient::new(model_config(args, protocol, m)?)?),
                 pricing: Some(pricing.clone()),
             };
-            let dir = mini_swe_agent::install(data)?;
-            let mut agent = mini_swe_agent::agent(&dir, Some(model));
+            let dir = package.install(data)?;
+            let mut agent = package.agent(&dir, Some(model));
             agent.on_host = args.agents_on_host;
             out.push(AgentSpec::External(agent));
         } else if let Some(rest) = spec.strip_prefix("external:") {

@@ -127,7 +127,9 @@ mod needs_pypi {
     #[test]
     fn mini_swe_agents_preds_json_is_imported() {
         let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pypi");
-        let dir = mini_swe_agent::install(&root).expect("installing mini-swe-agent from PyPI");
+        let dir = mini_swe_agent::PACKAGE
+            .install(&root)
+            .expect("installing mini-swe-agent from PyPI");
         let tmp = tempfile::tempdir().unwrap();
         let preds = tmp.path().join("preds.json");
         let gold = faultline_testkit::fixture_gold();

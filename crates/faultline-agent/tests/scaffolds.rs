@@ -1,42 +1,51 @@
-//! The real mini-swe-agent package (installed from the Python package registry into a directory
-//! under `target/` and reused), run by our driver in the trial's sandbox, against a scripted model
-//! server through the trial's gateway, on the fixture case.
+//! The real mini-swe-agent and aider packages (installed from the Python package registry into a
+//! directory under `target/` and reused), each run by our driver in the trial's sandbox, against
+//! a scripted model server through the trial's gateway, on the fixture case.
 
 mod common;
 
 mod needs_pypi {
     use super::common::{self, MODEL, fixture, tool};
-    use faultline_agent::scaffolds::mini_swe_agent;
+    use faultline_agent::scaffolds::python::Package;
+    use faultline_agent::scaffolds::{aider, mini_swe_agent};
     use faultline_agent::{GatewayModel, TrialEnv, TrialResult};
     use faultline_model::{ApiKey, ModelClient, ModelConfig, Protocol};
     use faultline_schema::{ActionKind, ExitStatus, Limits, Submission, Track};
     use faultline_scripted::{Script, ScriptedServer, Step};
     use std::path::PathBuf;
-    use std::sync::{Arc, OnceLock};
+    use std::sync::{Arc, Mutex};
 
-    /// The release, installed once for all the tests of this binary (and kept for later runs).
-    fn installed() -> &'static PathBuf {
-        static DIR: OnceLock<PathBuf> = OnceLock::new();
-        DIR.get_or_init(|| {
-            let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pypi");
-            mini_swe_agent::install(&root).unwrap_or_else(|e| {
-                panic!(
-                    "{e:#}\n(this test installs mini-swe-agent from the Python package registry; \
-                     `cargo test -- --skip needs_pypi::` leaves it out)"
-                )
-            })
+    /// A release, installed once for all the tests of this binary (and kept for later runs).
+    fn installed(package: &Package) -> PathBuf {
+        static LOCK: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pypi");
+        package.install(&root).unwrap_or_else(|e| {
+            panic!(
+                "{e:#}\n(this test installs {} from the Python package registry; \
+                 `cargo test -- --skip needs_pypi::` leaves it out)",
+                package.name
+            )
         })
     }
 
     async fn run(script: Vec<Step>, track: Track) -> (TrialResult, String, ScriptedServer) {
-        let dir = installed().clone();
+        run_package(&mini_swe_agent::PACKAGE, script, track).await
+    }
+
+    async fn run_package(
+        package: &Package,
+        script: Vec<Step>,
+        track: Track,
+    ) -> (TrialResult, String, ScriptedServer) {
+        let dir = installed(package);
         let f = fixture().await;
         let server = ScriptedServer::start(Script::new(script)).await.unwrap();
         let mut config =
             ModelConfig::new(Protocol::OpenAiChat, MODEL).with_base_url(server.openai_base_url());
         config.retry.max_retries = 0;
         let client = ModelClient::with_resolved_api_key(config, Some(ApiKey::new("sk-real")));
-        let agent = mini_swe_agent::agent(
+        let agent = package.agent(
             &dir,
             Some(GatewayModel {
                 client: Arc::new(client.unwrap()),
@@ -95,8 +104,8 @@ mod needs_pypi {
         assert_eq!(totals.tokens.input, 1800);
         assert!(totals.cost_usd.unwrap() > 0.0);
         assert_eq!(
-            r.trajectory.agent.settings["mini_swe_agent"],
-            mini_swe_agent::VERSION
+            r.trajectory.agent.settings["scaffold"],
+            format!("mini-swe-agent {}", mini_swe_agent::VERSION)
         );
     }
 
@@ -140,5 +149,63 @@ mod needs_pypi {
         );
         assert!(!action.output.contains("HOST-REACHED"), "{action:?}");
         assert_ne!(action.exit_code, Some(0));
+    }
+
+    /// An aider reply: one SEARCH/REPLACE edit of the fixture's merge.
+    const AIDER_FIX: &str = "The merge adds counts where it must keep the larger one.\n\n\
+        src/lib.rs\n```rust\n<<<<<<< SEARCH\n            *mine += *count;\n=======\n\
+        \x20           *mine = (*mine).max(*count);\n>>>>>>> REPLACE\n```\n";
+
+    #[tokio::test]
+    async fn aider_applies_a_scripted_edit_and_its_tests_pass() {
+        let (r, log, server) =
+            run_package(&aider::PACKAGE, vec![Step::text(AIDER_FIX)], Track::Repair).await;
+        assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
+        assert!(
+            matches!(&r.submission, Submission::Patch(p) if p.contains("max(*count)")),
+            "{:?}\n{log}",
+            r.submission
+        );
+        assert_eq!(server.requests().len(), 1, "{log}");
+        assert_eq!(r.trajectory.totals.steps, 1);
+        assert_eq!(
+            r.trajectory.agent.settings["scaffold"],
+            format!("aider {}", aider::PACKAGE.version)
+        );
+    }
+
+    #[tokio::test]
+    async fn aider_without_an_edit_submits_an_empty_patch() {
+        let (r, log, _server) = run_package(
+            &aider::PACKAGE,
+            vec![Step::text("The code looks right to me.")],
+            Track::Repair,
+        )
+        .await;
+        assert!(
+            matches!(&r.submission, Submission::Patch(p) if p.is_empty()),
+            "{:?}\n{log}",
+            r.submission
+        );
+    }
+
+    /// aider runs no shell command on its own (`--yes-always` does not cover them) and edits
+    /// files: an edit aimed at the host's data directory lands nowhere on the host.
+    #[tokio::test]
+    async fn an_aider_edit_aimed_at_the_host_lands_nowhere() {
+        let f = fixture().await;
+        let target = f.data.root.join("planted.rs");
+        let reply = format!(
+            "Adding a file.\n\n{}\n```rust\n<<<<<<< SEARCH\n=======\npub fn planted() {{}}\n\
+             >>>>>>> REPLACE\n```\n",
+            target.display()
+        );
+        let (_r, log, _server) =
+            run_package(&aider::PACKAGE, vec![Step::text(&reply)], Track::Repair).await;
+        assert!(log.contains("planted.rs"), "aider did not try:\n{log}");
+        assert!(
+            !target.exists(),
+            "an agent's edit landed on the host:\n{log}"
+        );
     }
 }
