@@ -36,6 +36,7 @@ fn upstream(server_url: String, protocol: Protocol, max_retries: u32) -> Arc<Mod
         jitter: 0.0,
         jitter_seed: 1,
         max_retry_after: Duration::from_secs(1),
+        max_total_wait: None,
     };
     config.attempt_timeout = Duration::from_secs(10);
     Arc::new(ModelClient::with_resolved_api_key(config, Some(ApiKey::new(REAL_KEY))).unwrap())

@@ -186,6 +186,14 @@ impl ModelClient {
             } else {
                 None
             };
+            // A wait that would take the call past its total budget ends it instead.
+            let spent = stats.waiting() + attempt_started.elapsed();
+            let wait = wait.filter(|wait| {
+                self.config
+                    .retry
+                    .max_total_wait
+                    .is_none_or(|budget| spent + *wait <= budget)
+            });
             let Some(wait) = wait else {
                 error.set_retry(stats);
                 if has_tools {

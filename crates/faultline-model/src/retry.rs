@@ -45,6 +45,38 @@ pub struct RetryPolicy {
     /// The longest server-requested wait the client will honour.
     #[serde(with = "duration_ms", rename = "max_retry_after_ms")]
     pub max_retry_after: Duration,
+    /// The most time one call may spend on failed attempts and the waits between them: no
+    /// retry starts once the next wait would take the call past it. `None`: only `max_retries`
+    /// bounds a call.
+    #[serde(
+        with = "optional_duration_ms",
+        rename = "max_total_wait_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_total_wait: Option<Duration>,
+}
+
+/// Serde helper: an optional [`Duration`] as whole milliseconds.
+mod optional_duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
+    }
 }
 
 impl Default for RetryPolicy {
@@ -57,6 +89,7 @@ impl Default for RetryPolicy {
             jitter: 0.5,
             jitter_seed: 0,
             max_retry_after: Duration::from_secs(300),
+            max_total_wait: None,
         }
     }
 }

@@ -21,6 +21,7 @@ fn fast_retry(max_retries: u32) -> RetryPolicy {
         jitter: 0.0,
         jitter_seed: 1,
         max_retry_after: Duration::from_secs(5),
+        max_total_wait: None,
     }
 }
 
@@ -356,6 +357,26 @@ async fn giving_up_reports_the_retries() {
     assert!(err.to_string().contains("after 2 retries"), "{err}");
     assert!(matches!(err, ModelError::Status { status: 500, .. }));
     assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn the_total_wait_budget_ends_retrying_before_the_retry_count_does() {
+    let server = serve(vec![error(503); 10]).await;
+    let mut config = config(&server, Protocol::OpenAiChat);
+    config.retry = RetryPolicy {
+        initial_backoff: Duration::from_millis(300),
+        max_backoff: Duration::from_millis(300),
+        max_total_wait: Some(Duration::from_millis(1000)),
+        ..fast_retry(9)
+    };
+    let err = client(config).complete(&request()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Server);
+    // Waits of 300 ms fit at most three times in 1 s with the attempts' own time, and twice
+    // unless the machine is slow; never the nine retries the count allows.
+    let retries = err.retry_stats().retries;
+    assert!((1..=3).contains(&retries), "{err}");
+    assert!(err.retry_stats().waiting() <= Duration::from_millis(1000), "{err}");
+    assert_eq!(server.requests().len(), retries as usize + 1);
 }
 
 #[tokio::test]

@@ -68,6 +68,11 @@ pub struct RunArgs {
     /// ends as an infrastructure error.
     #[arg(long, default_value_t = RetryPolicy::default().max_retries)]
     max_retries: u32,
+    /// Seconds one model call may spend on failed attempts and the waits between them before it
+    /// fails for good (an infrastructure error), whatever --max-retries allows [default: no
+    /// bound but --max-retries].
+    #[arg(long)]
+    max_retry_wait: Option<u64>,
     /// Seconds one attempt of a model call may take, from connecting to its last byte; a slow
     /// but healthy model stays well within the default.
     #[arg(long, default_value_t = DEFAULT_ATTEMPT_TIMEOUT.as_secs())]
@@ -244,6 +249,7 @@ fn model_config(args: &RunArgs, protocol: Protocol, name: &str) -> Result<ModelC
     }
     model.api_key_env = args.api_key_env.clone();
     model.retry.max_retries = args.max_retries;
+    model.retry.max_total_wait = args.max_retry_wait.map(Duration::from_secs);
     model.attempt_timeout = Duration::from_secs(args.call_timeout);
     model.validate().map_err(anyhow::Error::msg)?;
     model
