@@ -7,9 +7,6 @@ use crate::types::{FinishReason, Message, ModelRequest, ToolCall};
 use crate::usage::Usage;
 use crate::wire::{Decoded, non_empty, optional_string};
 
-/// Path appended to the base URL.
-pub(crate) const PATH: &str = "/v1/messages";
-
 /// Builds the request body. Consecutive turns of the same role are merged
 /// into one message, because the protocol expects user and assistant turns
 /// to alternate and wants all results of one assistant turn's tool calls in

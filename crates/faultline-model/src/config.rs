@@ -225,12 +225,10 @@ impl ModelConfig {
     pub fn endpoint(&self) -> String {
         let base = self.effective_base_url();
         match self.protocol {
-            Protocol::OpenAiChat => format!("{base}{}", crate::openai::PATH),
-            Protocol::AnthropicMessages => format!(
-                "{}{}",
-                base.strip_suffix("/v1").unwrap_or(base),
-                crate::anthropic::PATH
-            ),
+            Protocol::OpenAiChat => format!("{base}/chat/completions"),
+            Protocol::AnthropicMessages => {
+                format!("{}/v1/messages", base.strip_suffix("/v1").unwrap_or(base))
+            }
         }
     }
 

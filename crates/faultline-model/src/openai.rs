@@ -7,9 +7,6 @@ use crate::types::{FinishReason, Message, ModelRequest, ToolCall};
 use crate::usage::Usage;
 use crate::wire::{Decoded, non_empty, optional_string};
 
-/// Path appended to the base URL.
-pub(crate) const PATH: &str = "/chat/completions";
-
 /// Builds the request body.
 pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Value, String> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);

@@ -375,7 +375,10 @@ async fn the_total_wait_budget_ends_retrying_before_the_retry_count_does() {
     // unless the machine is slow; never the nine retries the count allows.
     let retries = err.retry_stats().retries;
     assert!((1..=3).contains(&retries), "{err}");
-    assert!(err.retry_stats().waiting() <= Duration::from_millis(1000), "{err}");
+    assert!(
+        err.retry_stats().waiting() <= Duration::from_millis(1000),
+        "{err}"
+    );
     assert_eq!(server.requests().len(), retries as usize + 1);
 }
 

@@ -6,6 +6,7 @@
 //! directory's layout is `faultline_schema::rundir`; grading and its cache are
 //! `faultline_grade`.
 
+pub mod agents;
 pub mod merge;
 pub mod pack;
 pub mod plan;
@@ -15,5 +16,6 @@ pub mod regrade;
 pub mod report;
 pub mod runner;
 
+pub use agents::AgentSpec;
 pub use plan::Shard;
-pub use runner::{AgentSpec, Progress, ProgressEvent, RunConfig, RunSummary, run};
+pub use runner::{Progress, ProgressEvent, RunConfig, RunSummary, run};

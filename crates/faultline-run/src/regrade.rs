@@ -93,7 +93,7 @@ pub async fn regrade(
             grade.protections.extend(
                 old.protections
                     .into_iter()
-                    .filter(|p| p.name == crate::runner::AGENT_SANDBOX),
+                    .filter(|p| p.name == crate::agents::AGENT_SANDBOX),
             );
         }
         dir.write_grade(&grade)?;
