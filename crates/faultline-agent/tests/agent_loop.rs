@@ -330,16 +330,51 @@ async fn trajectories_export_to_mini_swe_agent_and_atif() {
     let t = &result.trajectory;
     let mini = faultline_agent::export::to_mini_swe_agent(t, Some(""));
     assert_eq!(mini["trajectory_format"], "mini-swe-agent-1.1");
-    assert_eq!(mini["info"]["exit_status"], "submitted");
+    assert_eq!(mini["info"]["exit_status"], "Submitted");
     assert_eq!(mini["info"]["model_stats"]["api_calls"], 2);
-    assert_eq!(mini["messages"].as_array().unwrap().len(), t.messages.len());
+    assert_eq!(
+        mini["info"]["model_stats"]["instance_cost"],
+        t.totals.cost_usd.unwrap()
+    );
+    assert!(mini["info"]["model_stats"].get("cost_unknown").is_none());
+    // Unpriced, the cost is still a number, with a note that it is not the cost.
+    let mut unpriced = t.clone();
+    unpriced.totals.cost_usd = None;
+    let mini_unpriced = faultline_agent::export::to_mini_swe_agent(&unpriced, None);
+    assert_eq!(mini_unpriced["info"]["model_stats"]["instance_cost"], 0.0);
+    assert_eq!(mini_unpriced["info"]["model_stats"]["cost_unknown"], true);
+    let messages = mini["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), t.messages.len() + 1);
+    assert_eq!(messages.last().unwrap()["role"], "exit");
+    assert_eq!(
+        messages.last().unwrap()["extra"]["exit_status"],
+        "Submitted"
+    );
+    let first_call = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(first_call["extra"]["actions"][0]["command"], "ls src");
+    assert!(first_call["extra"]["timestamp"].as_f64().unwrap() > 1.7e9);
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(result["extra"]["returncode"], 0);
+    assert!(
+        result["extra"]["raw_output"]
+            .as_str()
+            .unwrap()
+            .contains("lib.rs")
+    );
     let atif = faultline_agent::export::to_atif(t);
-    assert_eq!(atif["schema_version"], "ATIF-v1.4");
+    assert_eq!(atif["schema_version"], "ATIF-v1.7");
     let steps = atif["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 4);
+    let ids: Vec<u64> = steps
+        .iter()
+        .map(|s| s["step_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
     assert_eq!(steps[2]["tool_calls"][0]["arguments"]["command"], "ls src");
     assert_eq!(steps[2]["metrics"]["prompt_tokens"], 100);
     assert_eq!(atif["final_metrics"]["total_prompt_tokens"], 220);
+    assert_eq!(atif["final_metrics"]["total_steps"], 4);
+    assert_eq!(atif["final_metrics"]["extra"]["model_calls"], 2);
 }
 
 async fn external(

@@ -208,4 +208,91 @@ mod needs_pypi {
             "an agent's edit landed on the host:\n{log}"
         );
     }
+
+    /// Opens every `*.traj.json` under a directory in mini-swe-agent's own inspector, headless,
+    /// and walks every step of each; prints what it saw or fails.
+    const INSPECT: &str = r#"
+import asyncio, sys
+from pathlib import Path
+from minisweagent.run.utilities.inspector import TrajectoryInspector
+
+async def main():
+    files = sorted(Path(sys.argv[1]).rglob("*.traj.json"))
+    app = TrajectoryInspector(files)
+    async with app.run_test():
+        for index in range(len(files)):
+            app.i_trajectory = index
+            assert app.messages, f"the inspector could not load {files[index].name}"
+            for step in range(app.n_steps):
+                app.i_step = step
+            print(files[index].name, app.n_steps, "steps")
+asyncio.run(main())
+"#;
+
+    /// Our exports, of a model agent's trajectory and of one without model calls, open in
+    /// mini-swe-agent's inspector as a directory of `*.traj.json` files.
+    #[tokio::test]
+    async fn exported_trajectories_open_in_mini_swe_agents_inspector() {
+        let dir = installed(&mini_swe_agent::PACKAGE);
+        let script = vec![
+            tool("ls src", 100, 10),
+            tool(
+                &format!("echo {}", faultline_agent::SUBMIT_SENTINEL),
+                120,
+                5,
+            ),
+        ];
+        let limits = Limits {
+            cost_usd: None,
+            ..Limits::default()
+        };
+        let (result, _server) = common::run(
+            script,
+            Protocol::OpenAiChat,
+            true,
+            Track::Repair,
+            limits.clone(),
+            None,
+        )
+        .await;
+        let f = fixture().await;
+        let mut baseline = faultline_agent::record::Recorder::new(
+            &common::task(f, Track::Diagnose, limits),
+            faultline_schema::trajectory::AgentInfo {
+                kind: faultline_schema::trajectory::AgentKind::Baseline,
+                name: "null".into(),
+                model: None,
+                protocol: None,
+                settings: Default::default(),
+            },
+            None,
+        );
+        baseline.finish(ExitStatus::Submitted, None, None).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        for (name, t) in [
+            ("model", &result.trajectory),
+            ("baseline", &baseline.trajectory),
+        ] {
+            let exported = faultline_agent::export::to_mini_swe_agent(t, None);
+            std::fs::write(
+                out.path().join(format!("{name}.traj.json")),
+                serde_json::to_vec(&exported).unwrap(),
+            )
+            .unwrap();
+        }
+        let inspected = std::process::Command::new(dir.join("venv/bin/python"))
+            .args(["-c", INSPECT])
+            .arg(out.path())
+            .env("MSWEA_SILENT_STARTUP", "1")
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&inspected.stdout),
+            String::from_utf8_lossy(&inspected.stderr)
+        );
+        assert!(inspected.status.success(), "{said}");
+        assert!(said.contains("model.traj.json"), "{said}");
+        assert!(said.contains("baseline.traj.json 1 steps"), "{said}");
+    }
 }

@@ -1,13 +1,13 @@
 //! `faultline shell` and `faultline export`.
 
 use crate::Env;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faultline_agent::TrialEnv;
 use faultline_sandbox::Toolchain;
 use faultline_schema::submission::SUBMISSION_FILES;
-use faultline_schema::{Condition, Limits, Task, Track, Trajectory};
-use std::path::PathBuf;
+use faultline_schema::{Condition, Limits, RunDir, Task, Track, Trajectory};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -58,27 +58,67 @@ pub enum ExportFormat {
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// A `trajectory.json` written by faultline.
+    /// A `trajectory.json` written by faultline, or a run directory (then every trial's, into
+    /// `--out`).
     trajectory: PathBuf,
     /// The target format.
     #[arg(long, value_enum)]
     format: ExportFormat,
+    /// Where a run's trajectories go, one file per trial (`<trial>.traj.json` for mini, which
+    /// mini-swe-agent's inspector opens as a directory; `<trial>.atif.json`) [default: print the
+    /// one trajectory].
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let t: Trajectory = faultline_schema::io::read_json(&args.trajectory, "trajectory")?;
-    let dir = args
-        .trajectory
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    if !args.trajectory.is_dir() {
+        let out = convert(&args.trajectory, args.format)?;
+        let text = serde_json::to_string_pretty(&out)?;
+        match &args.out {
+            Some(path) => faultline_schema::io::write_atomic(path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?,
+            None => println!("{text}"),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(out_dir) = &args.out else {
+        bail!("exporting a run directory needs --out DIR");
+    };
+    let run = RunDir::new(&args.trajectory);
+    let log = run.results()?;
+    let records = faultline_schema::results::latest(log.read()?);
+    if records.is_empty() {
+        bail!("{} records no trials", args.trajectory.display());
+    }
+    std::fs::create_dir_all(out_dir)?;
+    let suffix = match args.format {
+        ExportFormat::Mini => "traj.json",
+        ExportFormat::Atif => "atif.json",
+    };
+    for id in records.keys() {
+        let trial = run.trial(id);
+        let out = convert(&trial.trajectory_path(), args.format)?;
+        let name = format!("{}.{suffix}", id.replace('/', "__"));
+        faultline_schema::io::write_json_atomic(&out_dir.join(&name), &out)?;
+    }
+    eprintln!(
+        "wrote {} trajectories to {}",
+        records.len(),
+        out_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One trajectory in `format`, with the submission kept beside it.
+fn convert(path: &Path, format: ExportFormat) -> Result<serde_json::Value> {
+    let t: Trajectory = faultline_schema::io::read_json(path, "trajectory")?;
+    let dir = path.parent().map(PathBuf::from).unwrap_or_default();
     let submission = SUBMISSION_FILES
         .iter()
         .find_map(|n| std::fs::read_to_string(dir.join(n)).ok());
-    let out = match args.format {
+    Ok(match format {
         ExportFormat::Mini => faultline_agent::export::to_mini_swe_agent(&t, submission.as_deref()),
         ExportFormat::Atif => faultline_agent::export::to_atif(&t),
-    };
-    println!("{}", serde_json::to_string_pretty(&out)?);
-    Ok(ExitCode::SUCCESS)
+    })
 }
