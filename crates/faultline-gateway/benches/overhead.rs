@@ -151,6 +151,16 @@ async fn main() {
     )
     .await
     .unwrap();
+    if faultline_sandbox::supervisor_path().is_err() {
+        // A bench builds no binaries of other packages; the relay runs in the supervisor's.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = std::process::Command::new(cargo)
+            .args(["build", "--release", "-p", "faultline-sandbox"])
+            .args(["--bin", "faultline-supervisor"])
+            .status()
+            .unwrap();
+        assert!(built.success(), "building faultline-supervisor failed");
+    }
     let spec = SandboxSpec::new(None, "/workspace")
         .mount(Mount::rw(&workspace, "/workspace"))
         .relay(LoopbackRelay { port: 4000, socket });
