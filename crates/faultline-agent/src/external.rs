@@ -192,6 +192,7 @@ impl ExternalAgent {
                     client: model.client.clone(),
                     price,
                     limits: env.task.limits.clone(),
+                    hold_calls: true,
                 };
                 let gateway = if self.on_host {
                     Gateway::start(config).await
@@ -265,7 +266,13 @@ impl ExternalAgent {
             tokio::select! {
                 ended = &mut process => break ended?,
                 Some(event) = next_event(gateway.as_mut()), if gateway_stop.is_none() => match event {
-                    GatewayEvent::Call(call) => steps.add(env, &mut rec, *call)?,
+                    GatewayEvent::Arrived(arrival) => {
+                        // The agent waits for this call's answer: the workspace is as its last
+                        // command left it, which is that command's step's state.
+                        steps.flush(env, &mut rec)?;
+                        arrival.proceed();
+                    }
+                    GatewayEvent::Call(call) => steps.add(*call),
                     GatewayEvent::Stopped(stop) => {
                         gateway_stop = Some(stop);
                         stop_tx.take().map(|tx| tx.send(()));
@@ -283,7 +290,11 @@ impl ExternalAgent {
         if let Some(gateway) = &mut gateway {
             while let Ok(event) = gateway.try_next_event() {
                 match event {
-                    GatewayEvent::Call(call) => steps.add(env, &mut rec, *call)?,
+                    GatewayEvent::Arrived(arrival) => {
+                        steps.flush(env, &mut rec)?;
+                        arrival.proceed();
+                    }
+                    GatewayEvent::Call(call) => steps.add(*call),
                     GatewayEvent::Stopped(stop) => {
                         gateway_stop.get_or_insert(stop);
                     }
@@ -446,23 +457,16 @@ async fn next_event(gateway: Option<&mut Gateway>) -> Option<GatewayEvent> {
 }
 
 /// Calls through the gateway becoming steps of the trajectory. A step's workspace state is the
-/// one its command left, which is known only when the agent's next call arrives (or the agent
-/// ends), so each call waits for the next before it is recorded.
+/// one its command left, which is known when the agent's next call arrives (the gateway holds
+/// that call until it is taken) or the agent ends, so each call waits for then to be recorded.
 #[derive(Default)]
 struct CallSteps {
     pending: Option<faultline_gateway::GatewayCall>,
 }
 
 impl CallSteps {
-    fn add(
-        &mut self,
-        env: &TrialEnv,
-        rec: &mut Recorder,
-        call: faultline_gateway::GatewayCall,
-    ) -> Result<()> {
-        self.flush(env, rec)?;
+    fn add(&mut self, call: faultline_gateway::GatewayCall) {
         self.pending = Some(call);
-        Ok(())
     }
 
     fn flush(&mut self, env: &TrialEnv, rec: &mut Recorder) -> Result<()> {

@@ -58,6 +58,7 @@ async fn main() {
         client: Arc::new(client),
         price: None,
         limits,
+        hold_calls: false,
     })
     .await
     .unwrap();
@@ -146,6 +147,7 @@ async fn main() {
             ),
             price: None,
             limits: Limits::default(),
+            hold_calls: false,
         },
         &socket,
     )

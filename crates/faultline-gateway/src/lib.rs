@@ -39,16 +39,38 @@ pub struct GatewayConfig {
     /// The trial's limits; the gateway enforces all but the wall clock, which the trial's runner
     /// holds by killing the agent.
     pub limits: Limits,
+    /// Hold each admitted call until the trial has seen it arrive ([`GatewayEvent::Arrived`]):
+    /// while its agent waits for the answer, the workspace shows what its last command did.
+    pub hold_calls: bool,
 }
 
 /// Something the trial's runner must know, in the order it happened.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum GatewayEvent {
+    /// A call was admitted and, with [`GatewayConfig::hold_calls`], waits to be forwarded until
+    /// this is let go (or dropped).
+    Arrived(Arrival),
     /// A call was answered (successfully or with the provider's error).
     Call(Box<GatewayCall>),
     /// The gateway stopped serving; every later call is refused.
     Stopped(GatewayStop),
 }
+
+/// A call held at the gateway until the trial lets it go.
+#[derive(Debug)]
+pub struct Arrival(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Arrival {
+    /// Lets the call be forwarded.
+    pub fn proceed(mut self) {
+        if let Some(go) = self.0.take() {
+            let _ = go.send(());
+        }
+    }
+}
+
+/// How long a held call waits for the trial before it is forwarded anyway.
+const HOLD_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One model call through the gateway.
 #[derive(Debug, Clone, PartialEq)]

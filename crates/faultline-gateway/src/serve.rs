@@ -1,7 +1,10 @@
 //! The gateway's HTTP side: accepting connections, admitting a call, forwarding it, and
 //! answering in the protocol's shape.
 
-use crate::{GatewayCall, GatewayEvent, GatewayStop, Shared, limit_name, model_call, sse, tokens};
+use crate::{
+    Arrival, GatewayCall, GatewayEvent, GatewayStop, HOLD_PATIENCE, Shared, limit_name, model_call,
+    sse, tokens,
+};
 use bytes::Bytes;
 use faultline_model::{ErrorKind, ModelError, ModelResponse, Protocol};
 use faultline_schema::trajectory::{GatewayRequest, ModelCall};
@@ -148,6 +151,14 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Full<By
         }
         // Counted before the call, so concurrent calls cannot all slip under the step limit.
         meter.calls += 1;
+    }
+    if shared.config.hold_calls {
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let sent = shared.events.send(GatewayEvent::Arrived(Arrival(Some(go))));
+        if sent.is_ok() {
+            // A trial that is gone, or that dropped the arrival, lets the call through.
+            let _ = tokio::time::timeout(HOLD_PATIENCE, wait).await;
+        }
     }
     let summary = GatewayRequest {
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),

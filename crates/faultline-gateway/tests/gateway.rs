@@ -62,6 +62,7 @@ async fn start(server: &ScriptedServer, protocol: Protocol, limits: Limits) -> G
         client: upstream(url, protocol, 1),
         price: Some(price()),
         limits,
+        hold_calls: false,
     })
     .await
     .unwrap()
@@ -197,7 +198,7 @@ async fn the_step_limit_refuses_the_next_call_and_stops_the_trial_once() {
         .iter()
         .filter_map(|e| match e {
             GatewayEvent::Stopped(s) => Some(s),
-            GatewayEvent::Call(_) => None,
+            GatewayEvent::Call(_) | GatewayEvent::Arrived(_) => None,
         })
         .collect();
     assert_eq!(events.len(), 3, "two calls and one stop: {events:?}");
@@ -336,4 +337,44 @@ async fn a_streamed_request_gets_events_that_reassemble_to_the_reply() {
         assert!(call.model.request.as_ref().unwrap().stream);
         assert_eq!(call.model.tokens.unwrap().output, 3);
     }
+}
+
+#[tokio::test]
+async fn a_held_call_reaches_the_provider_only_once_the_trial_lets_it_go() {
+    let server = ScriptedServer::start(Script::new(vec![text_step("answer", 1, 1)]))
+        .await
+        .unwrap();
+    let url = server.openai_base_url();
+    let mut gateway = Gateway::start(GatewayConfig {
+        client: upstream(url, Protocol::OpenAiChat, 0),
+        price: None,
+        limits: Limits::default(),
+        hold_calls: true,
+    })
+    .await
+    .unwrap();
+    let (base, key) = (openai_url(&gateway), gateway.key().to_string());
+    let call = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{base}/chat/completions"))
+            .bearer_auth(key)
+            .json(&chat("hi"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    let Some(GatewayEvent::Arrived(arrival)) = gateway.next_event().await else {
+        panic!("the call's arrival comes first");
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(server.requests().is_empty(), "a held call was forwarded");
+    arrival.proceed();
+    assert_eq!(call.await.unwrap(), 200);
+    assert_eq!(server.requests().len(), 1);
+    assert!(matches!(
+        gateway.next_event().await,
+        Some(GatewayEvent::Call(_))
+    ));
 }
