@@ -11,7 +11,7 @@ use crate::record::Recorder;
 use crate::stop::{Limit, Stop};
 use anyhow::Result;
 use faultline_model::{
-    ErrorKind, ModelClient, ModelError, ModelResponse, PricingTable, RetryStats,
+    EncodeCache, ErrorKind, ModelClient, ModelError, ModelResponse, PricingTable, RetryStats,
 };
 use faultline_sandbox::{ExecRequest, LimitHit, SandboxError};
 use faultline_schema::trajectory::{Action, AgentInfo, AgentKind, ModelCall, ResourceLimit, Step};
@@ -111,6 +111,7 @@ impl BuiltinAgent {
             env,
             rec,
             conversation: Conversation::new(prompts, self.tool_mode),
+            encoded: EncodeCache::new(),
             format_errors: 0,
         })
     }
@@ -145,19 +146,22 @@ impl BuiltinAgent {
     async fn ask(&self, trial: &mut Trial<'_>) -> Result<ModelResponse, Stop> {
         let request = trial
             .conversation
-            .request(self.max_output_tokens, self.temperature);
+            .lend_request(self.max_output_tokens, self.temperature);
         let failed_attempts = AtomicU32::new(0);
+        let remaining = trial.remaining();
+        let encoded = &mut trial.encoded;
         let call = async {
             let _permit = match &self.model_permits {
                 Some(p) => Some(p.acquire().await.expect("the semaphore is never closed")),
                 None => None,
             };
             self.client
-                .complete_counting(&request, &failed_attempts)
+                .complete_cached(&request, encoded, &failed_attempts)
                 .await
         };
         let started = std::time::Instant::now();
-        let outcome = tokio::time::timeout(trial.remaining(), call).await;
+        let outcome = tokio::time::timeout(remaining, call).await;
+        trial.conversation.give_back(request);
         let failed = failed_attempts.load(Ordering::Relaxed);
         match outcome {
             // The trial's time ran out inside a call the provider kept failing (a server that
@@ -204,6 +208,8 @@ struct Trial<'e> {
     env: &'e TrialEnv,
     rec: Recorder,
     conversation: Conversation,
+    /// The conversation as encoded for the model so far.
+    encoded: EncodeCache,
     /// Consecutive replies without a command.
     format_errors: u32,
 }

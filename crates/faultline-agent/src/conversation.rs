@@ -40,15 +40,26 @@ impl Conversation {
         conversation
     }
 
-    /// The request for the model's next turn.
-    pub(crate) fn request(&self, max_output_tokens: u32, temperature: Option<f64>) -> ModelRequest {
+    /// The request for the model's next turn. It holds the conversation's messages, lent rather
+    /// than copied (a long trial's conversation runs to megabytes): give it back with
+    /// [`Conversation::give_back`] before the conversation grows again.
+    pub(crate) fn lend_request(
+        &mut self,
+        max_output_tokens: u32,
+        temperature: Option<f64>,
+    ) -> ModelRequest {
         ModelRequest {
             system: Some(self.system.clone()),
-            messages: self.wire.clone(),
+            messages: std::mem::take(&mut self.wire),
             tool: self.tool.clone(),
             max_output_tokens,
             temperature,
         }
+    }
+
+    /// Takes back the messages lent with a request.
+    pub(crate) fn give_back(&mut self, request: ModelRequest) {
+        self.wire = request.messages;
     }
 
     /// Adds the model's reply.
@@ -184,7 +195,7 @@ mod tests {
         );
         c.push_reply(&r);
         c.answer(&r, &parse_action(&r).unwrap(), "src");
-        let request = c.request(64, None);
+        let request = c.lend_request(64, None);
         assert_eq!(request.system.as_deref(), Some("be brief"));
         assert!(request.tool.is_some());
         assert_eq!(
@@ -226,7 +237,7 @@ mod tests {
         let plain = reply(Some("thinking"), vec![]);
         c.push_reply(&plain);
         c.reject(&plain, "no command");
-        let wire = c.request(64, None).messages;
+        let wire = c.lend_request(64, None).messages;
         assert_eq!(
             wire[2..],
             [
@@ -252,12 +263,28 @@ mod tests {
     }
 
     #[test]
+    fn a_lent_request_comes_back_whole() {
+        let mut c = conversation(true);
+        let r = reply(
+            Some("look"),
+            vec![ToolCall::new("a", "bash", r#"{"command":"ls"}"#)],
+        );
+        c.push_reply(&r);
+        c.answer(&r, &parse_action(&r).unwrap(), "src");
+        let lent = c.lend_request(64, None);
+        let messages = lent.messages.clone();
+        assert_eq!(messages.len(), 3);
+        c.give_back(lent);
+        assert_eq!(c.lend_request(64, None).messages, messages);
+    }
+
+    #[test]
     fn text_mode_offers_no_tool_and_answers_as_the_user() {
         let mut c = conversation(false);
         let r = reply(Some("```bash\nls\n```"), vec![]);
         c.push_reply(&r);
         c.answer(&r, &parse_action(&r).unwrap(), "exit code: 0\nsrc");
-        let request = c.request(64, Some(0.5));
+        let request = c.lend_request(64, Some(0.5));
         assert!(request.tool.is_none());
         assert_eq!(request.temperature, Some(0.5));
         assert_eq!(

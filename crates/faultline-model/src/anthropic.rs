@@ -12,8 +12,49 @@ use crate::wire::{Decoded, non_empty, optional_string};
 /// to alternate and wants all results of one assistant turn's tool calls in
 /// the next user message, ahead of any text.
 pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Value, String> {
-    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for (index, message) in request.messages.iter().enumerate() {
+    let groups = group(&request.messages, 0)?;
+    let last = groups.len().saturating_sub(1);
+    let mut body = encode_rest(config, request);
+    let messages = groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| g.into_message(config.anthropic_prompt_caching && i == last))
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    Ok(Value::Object(body))
+}
+
+/// Consecutive messages of one role, as one message of the protocol.
+pub(crate) struct Group {
+    role: &'static str,
+    blocks: Vec<Value>,
+    /// How many of the conversation's messages it holds.
+    pub(crate) messages: usize,
+}
+
+impl Group {
+    /// The protocol's message. A user turn's tool results come first, each kind in its order;
+    /// `cached` marks its last block as the end of the prompt to cache (the conversation's last
+    /// message, when prompt caching is on).
+    pub(crate) fn into_message(mut self, cached: bool) -> Value {
+        if self.role == "user" {
+            self.blocks
+                .sort_by_key(|block| block["type"] != "tool_result");
+        }
+        if cached && let Some(last) = self.blocks.last_mut() {
+            last["cache_control"] = json!({ "type": "ephemeral" });
+        }
+        json!({ "role": self.role, "content": self.blocks })
+    }
+}
+
+/// Groups `messages` (the first of which is the conversation's message number `first`, for
+/// errors): the protocol expects user and assistant turns to alternate and wants all results of
+/// one assistant turn's tool calls in the next user message, ahead of any text.
+pub(crate) fn group(messages: &[Message], first: usize) -> Result<Vec<Group>, String> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (offset, message) in messages.iter().enumerate() {
+        let index = first + offset;
         let (role, blocks) = match message {
             Message::User { text } => {
                 if text.is_empty() {
@@ -54,25 +95,23 @@ pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Val
                 ("assistant", blocks)
             }
         };
-        match messages.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => messages.push((role, blocks)),
+        match groups.last_mut() {
+            Some(last) if last.role == role => {
+                last.blocks.extend(blocks);
+                last.messages += 1;
+            }
+            _ => groups.push(Group {
+                role,
+                blocks,
+                messages: 1,
+            }),
         }
     }
-    for (role, blocks) in &mut messages {
-        if *role == "user" {
-            // Stable: tool results keep their order, then texts keep theirs.
-            blocks.sort_by_key(|block| block["type"] != "tool_result");
-        }
-    }
-    if config.anthropic_prompt_caching
-        && let Some(last) = messages
-            .last_mut()
-            .and_then(|(_, blocks)| blocks.last_mut())
-    {
-        last["cache_control"] = json!({ "type": "ephemeral" });
-    }
+    Ok(groups)
+}
 
+/// Everything in the body but the messages.
+pub(crate) fn encode_rest(config: &ModelConfig, request: &ModelRequest) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), config.model.clone().into());
     body.insert("max_tokens".into(), request.max_output_tokens.into());
@@ -84,11 +123,6 @@ pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Val
         };
         body.insert("system".into(), system);
     }
-    let messages = messages
-        .into_iter()
-        .map(|(role, content)| json!({ "role": role, "content": content }))
-        .collect();
-    body.insert("messages".into(), Value::Array(messages));
     if let Some(temperature) = request.temperature {
         body.insert("temperature".into(), json!(temperature));
     }
@@ -102,7 +136,7 @@ pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Val
             }]),
         );
     }
-    Ok(Value::Object(body))
+    body
 }
 
 /// Reads the usage object, if any; a present but unreadable one is an error.

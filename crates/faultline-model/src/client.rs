@@ -11,6 +11,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::config::{ANTHROPIC_VERSION, ApiKey, ModelConfig, Protocol};
+use crate::encode::EncodeCache;
 use crate::error::{ErrorKind, ModelError, RetryStats};
 use crate::retry::{classify_status, server_delay, should_retry};
 use crate::types::{ModelRequest, ModelResponse};
@@ -103,6 +104,23 @@ impl ModelClient {
         failed_attempts: &AtomicU32,
     ) -> Result<ModelResponse, ModelError> {
         let body = self.encode(request)?;
+        self.send(&body, request.tool.is_some(), failed_attempts)
+            .await
+    }
+
+    /// [`Self::complete_counting`] for one turn of a conversation that grows from call to call:
+    /// `cache` keeps what earlier calls encoded, so a call encodes only what is new. Use one
+    /// cache per conversation.
+    pub async fn complete_cached(
+        &self,
+        request: &ModelRequest,
+        cache: &mut EncodeCache,
+        failed_attempts: &AtomicU32,
+    ) -> Result<ModelResponse, ModelError> {
+        check(request)?;
+        let body = cache
+            .body(&self.config, request)
+            .map_err(ModelError::InvalidRequest)?;
         self.send(&body, request.tool.is_some(), failed_attempts)
             .await
     }
@@ -215,24 +233,7 @@ impl ModelClient {
     }
 
     fn encode(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
-        if request.max_output_tokens == 0 {
-            return Err(ModelError::InvalidRequest(
-                "max_output_tokens must be greater than zero".to_string(),
-            ));
-        }
-        if request
-            .temperature
-            .is_some_and(|t| !t.is_finite() || t < 0.0)
-        {
-            return Err(ModelError::InvalidRequest(
-                "temperature must be a finite, non-negative number".to_string(),
-            ));
-        }
-        if request.messages.is_empty() {
-            return Err(ModelError::InvalidRequest(
-                "the request has no messages".to_string(),
-            ));
-        }
+        check(request)?;
         let body = match self.config.protocol {
             Protocol::OpenAiChat => openai::encode(&self.config, request),
             Protocol::AnthropicMessages => anthropic::encode(&self.config, request),
@@ -322,6 +323,29 @@ impl ModelClient {
         let decoded = decoded.map_err(|reason| malformed(reason, usage.clone().map(Box::new)))?;
         Ok((decoded, usage, raw))
     }
+}
+
+/// Refuses a request no provider could answer.
+fn check(request: &ModelRequest) -> Result<(), ModelError> {
+    if request.max_output_tokens == 0 {
+        return Err(ModelError::InvalidRequest(
+            "max_output_tokens must be greater than zero".to_string(),
+        ));
+    }
+    if request
+        .temperature
+        .is_some_and(|t| !t.is_finite() || t < 0.0)
+    {
+        return Err(ModelError::InvalidRequest(
+            "temperature must be a finite, non-negative number".to_string(),
+        ));
+    }
+    if request.messages.is_empty() {
+        return Err(ModelError::InvalidRequest(
+            "the request has no messages".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// Classifies a failure of the HTTP client itself.

@@ -32,6 +32,7 @@
 mod anthropic;
 mod client;
 mod config;
+mod encode;
 mod error;
 mod openai;
 mod pricing;
@@ -45,6 +46,7 @@ pub use config::{
     ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, ApiKey, DEFAULT_ATTEMPT_TIMEOUT, MaxTokensField,
     ModelConfig, OPENAI_DEFAULT_BASE_URL, Protocol,
 };
+pub use encode::EncodeCache;
 pub use error::{ErrorKind, ModelError, RetryStats, TOOLS_REFUSED};
 pub use pricing::{
     BUILTIN_PRICING_TOML, LongContextPrice, ModelPrice, PRICING_SCHEMA_VERSION, PricingError,

@@ -11,45 +11,59 @@ use crate::wire::{Decoded, non_empty, optional_string};
 pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Value, String> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
-        messages.push(json!({ "role": "system", "content": system }));
+        messages.push(system_message(system));
     }
-    for message in &request.messages {
-        messages.push(match message {
-            Message::User { text } => json!({ "role": "user", "content": text }),
-            Message::Assistant { text, tool_calls } => {
-                let mut turn = Map::new();
-                turn.insert("role".into(), "assistant".into());
-                let content = match (text, tool_calls.is_empty()) {
-                    (Some(text), _) => Value::String(text.clone()),
-                    // Servers accept a null content only beside tool calls.
-                    (None, false) => Value::Null,
-                    (None, true) => Value::String(String::new()),
-                };
-                turn.insert("content".into(), content);
-                if !tool_calls.is_empty() {
-                    let calls = tool_calls
-                        .iter()
-                        .map(|call| {
-                            json!({
-                                "id": call.id,
-                                "type": "function",
-                                "function": { "name": call.name, "arguments": call.arguments }
-                            })
-                        })
-                        .collect();
-                    turn.insert("tool_calls".into(), Value::Array(calls));
-                }
-                Value::Object(turn)
-            }
-            Message::ToolResult { call_id, content } => {
-                json!({ "role": "tool", "tool_call_id": call_id, "content": content })
-            }
-        });
-    }
+    messages.extend(request.messages.iter().map(encode_message));
+    let mut body = encode_rest(config, request);
+    body.insert("messages".into(), Value::Array(messages));
+    Ok(Value::Object(body))
+}
 
+/// The system prompt as the first message.
+pub(crate) fn system_message(system: &str) -> Value {
+    json!({ "role": "system", "content": system })
+}
+
+/// One message of the conversation; each is encoded on its own, so a conversation's encoding
+/// can be kept and extended ([`crate::encode::EncodeCache`]).
+pub(crate) fn encode_message(message: &Message) -> Value {
+    match message {
+        Message::User { text } => json!({ "role": "user", "content": text }),
+        Message::Assistant { text, tool_calls } => {
+            let mut turn = Map::new();
+            turn.insert("role".into(), "assistant".into());
+            let content = match (text, tool_calls.is_empty()) {
+                (Some(text), _) => Value::String(text.clone()),
+                // Servers accept a null content only beside tool calls.
+                (None, false) => Value::Null,
+                (None, true) => Value::String(String::new()),
+            };
+            turn.insert("content".into(), content);
+            if !tool_calls.is_empty() {
+                let calls = tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": { "name": call.name, "arguments": call.arguments }
+                        })
+                    })
+                    .collect();
+                turn.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(turn)
+        }
+        Message::ToolResult { call_id, content } => {
+            json!({ "role": "tool", "tool_call_id": call_id, "content": content })
+        }
+    }
+}
+
+/// Everything in the body but the messages.
+pub(crate) fn encode_rest(config: &ModelConfig, request: &ModelRequest) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), config.model.clone().into());
-    body.insert("messages".into(), Value::Array(messages));
     let limit_field = match config.max_tokens_field {
         MaxTokensField::MaxTokens => "max_tokens",
         MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
@@ -71,7 +85,7 @@ pub(crate) fn encode(config: &ModelConfig, request: &ModelRequest) -> Result<Val
             }]),
         );
     }
-    Ok(Value::Object(body))
+    body
 }
 
 /// Reads the usage object, if any; a present but unreadable one is an error.
