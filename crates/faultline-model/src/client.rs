@@ -17,6 +17,7 @@ use crate::retry::{classify_status, server_delay, should_retry};
 use crate::types::{ModelRequest, ModelResponse};
 use crate::wire::Decoded;
 use crate::{anthropic, openai};
+use bytes::Bytes;
 
 /// Error bodies and malformed replies are kept up to this many bytes.
 const KEPT_BODY_BYTES: usize = 4096;
@@ -104,7 +105,7 @@ impl ModelClient {
         failed_attempts: &AtomicU32,
     ) -> Result<ModelResponse, ModelError> {
         let body = self.encode(request)?;
-        self.send(&body, request.tool.is_some(), failed_attempts)
+        self.send(body.into(), request.tool.is_some(), failed_attempts)
             .await
     }
 
@@ -118,11 +119,14 @@ impl ModelClient {
         failed_attempts: &AtomicU32,
     ) -> Result<ModelResponse, ModelError> {
         check(request)?;
-        let body = cache
+        let lent = cache
             .body(&self.config, request)
             .map_err(ModelError::InvalidRequest)?;
-        self.send(&body, request.tool.is_some(), failed_attempts)
-            .await
+        let result = self
+            .send(lent.bytes.clone(), request.tool.is_some(), failed_attempts)
+            .await;
+        cache.take_back(lent);
+        result
     }
 
     /// Sends a request body an agent wrote in this client's protocol, as a gateway does: its
@@ -148,13 +152,13 @@ impl ModelClient {
             .is_some_and(|tools| !tools.is_empty());
         let body =
             serde_json::to_vec(&body).map_err(|e| ModelError::InvalidRequest(e.to_string()))?;
-        self.send(&body, has_tools, failed_attempts).await
+        self.send(body.into(), has_tools, failed_attempts).await
     }
 
     /// Posts `body`, retrying transient failures, and decodes the reply.
     async fn send(
         &self,
-        body: &[u8],
+        body: Bytes,
         has_tools: bool,
         failed_attempts: &AtomicU32,
     ) -> Result<ModelResponse, ModelError> {
@@ -162,7 +166,7 @@ impl ModelClient {
         let mut stats = RetryStats::default();
         loop {
             let attempt_started = Instant::now();
-            let failure = match self.attempt(body).await {
+            let failure = match self.attempt(body.clone()).await {
                 Ok(bytes) => {
                     let latency = attempt_started.elapsed();
                     return self.decode(&bytes).map_or_else(
@@ -243,13 +247,13 @@ impl ModelClient {
     }
 
     /// One HTTP exchange. Returns the body of a 2xx reply.
-    async fn attempt(&self, body: &[u8]) -> Result<Vec<u8>, AttemptError> {
+    async fn attempt(&self, body: Bytes) -> Result<Vec<u8>, AttemptError> {
         let mut request = self
             .http
             .post(self.endpoint.clone())
             .timeout(self.config.attempt_timeout)
             .header(CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            .body(body);
         match self.config.protocol {
             Protocol::OpenAiChat => {
                 if let Some(key) = &self.api_key {
