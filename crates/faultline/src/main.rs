@@ -181,8 +181,16 @@ fn main() -> ExitCode {
     {
         return faultline_sandbox::supervisor::main();
     }
+    // A sandbox starts through the supervisor twice (its launcher on the host, its write
+    // restriction inside), so the small standalone binary, when a workspace build put it beside
+    // this one, starts sandboxes faster than this binary (a debug build is over 100 MB) would.
     if let Ok(exe) = std::env::current_exe() {
-        faultline_sandbox::use_supervisor(exe);
+        let standalone = exe.with_file_name(faultline_sandbox::SUPERVISOR_BIN);
+        faultline_sandbox::use_supervisor(if standalone.is_file() {
+            standalone
+        } else {
+            exe
+        });
     }
     tracing_subscriber::fmt()
         .with_env_filter(
