@@ -44,7 +44,7 @@ use faultline_gateway::{Gateway, GatewayConfig, GatewayEvent, GatewayStop};
 use faultline_model::{ModelClient, PricingTable};
 use faultline_sandbox::{ExecRequest, LoopbackRelay, Mount, Sandbox};
 use faultline_schema::rundir::TRAJECTORY_FILE;
-use faultline_schema::trajectory::{AgentInfo, AgentKind, LimitFired, LimitKind, Step};
+use faultline_schema::trajectory::{AgentInfo, AgentKind, Step};
 use faultline_schema::{ExitStatus, Submission, Track, TrialDir};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -230,58 +230,30 @@ impl ExternalAgent {
             .as_ref()
             .map(|g| g.agent_env(&g.loopback().unwrap_or_default()));
         let process = async {
-            if let Some(sandbox) = &sandbox {
-                let req = ExecRequest::bash(&self.command, wall)
-                    .cap(AGENT_LOG_CAP)
-                    .workdir(WORKSPACE_GUEST);
-                let (out, stopped) = sandbox.exec_until(&req, stop).await?;
-                std::fs::write(&log_path, format!("{}{}", out.stdout.text, out.stderr.text))
-                    .with_context(|| format!("writing {}", log_path.display()))?;
-                Ok(if stopped {
-                    Ended::Stopped
-                } else if out.timed_out {
-                    Ended::WallTime
-                } else if out.disk_limit_hit {
-                    Ended::DiskLimit
-                } else {
-                    let status = match (out.exit_code, out.signal) {
-                        (Some(code), _) => format!("exit status: {code}"),
-                        (None, Some(signal)) => format!("signal {signal}"),
-                        (None, None) => "an unknown status".to_string(),
-                    };
-                    Ended::Exited {
-                        success: out.success(),
-                        status,
-                    }
-                })
-            } else {
-                self.run_on_host(env, trial_dir, host_env, wall, stop).await
+            match &sandbox {
+                Some(sandbox) => self.run_in_sandbox(sandbox, &log_path, wall, stop).await,
+                None => self.run_on_host(env, trial_dir, host_env, wall, stop).await,
             }
         };
         tokio::pin!(process);
         let mut stop_tx = Some(stop_tx);
         let mut gateway_stop = None;
         let mut steps = CallSteps::default();
+        let mut stop_agent = |stop: GatewayStop, gateway_stop: &mut Option<GatewayStop>| {
+            gateway_stop.get_or_insert(stop);
+            stop_tx.take().map(|tx| tx.send(()));
+        };
         let ended = loop {
             tokio::select! {
                 ended = &mut process => break ended?,
-                Some(event) = next_event(gateway.as_mut()), if gateway_stop.is_none() => match event {
-                    GatewayEvent::Arrived(arrival) => {
-                        // The agent waits for this call's answer: the workspace is as its last
-                        // command left it, which is that command's step's state.
-                        steps.flush(env, &mut rec)?;
-                        arrival.proceed();
+                Some(event) = next_event(gateway.as_mut()), if gateway_stop.is_none() => {
+                    if let Some(stop) = steps.on_event(event, env, &mut rec)? {
+                        stop_agent(stop, &mut gateway_stop);
                     }
-                    GatewayEvent::Call(call) => steps.add(*call),
-                    GatewayEvent::Stopped(stop) => {
-                        gateway_stop = Some(stop);
-                        stop_tx.take().map(|tx| tx.send(()));
-                    }
-                },
+                }
                 () = tokio::time::sleep(WORKING_TIME_TICK), if gateway.is_some() && gateway_stop.is_none() => {
                     if let Some(stop) = gateway.as_ref().and_then(Gateway::stop_for_working_time) {
-                        gateway_stop = Some(stop);
-                        stop_tx.take().map(|tx| tx.send(()));
+                        stop_agent(stop, &mut gateway_stop);
                     }
                 }
             }
@@ -289,15 +261,8 @@ impl ExternalAgent {
         // Calls answered before the agent ended are recorded even if their events came last.
         if let Some(gateway) = &mut gateway {
             while let Ok(event) = gateway.try_next_event() {
-                match event {
-                    GatewayEvent::Arrived(arrival) => {
-                        steps.flush(env, &mut rec)?;
-                        arrival.proceed();
-                    }
-                    GatewayEvent::Call(call) => steps.add(*call),
-                    GatewayEvent::Stopped(stop) => {
-                        gateway_stop.get_or_insert(stop);
-                    }
+                if let Some(stop) = steps.on_event(event, env, &mut rec)? {
+                    gateway_stop.get_or_insert(stop);
                 }
             }
         }
@@ -328,7 +293,7 @@ impl ExternalAgent {
         let submitted = || submission.clone().unwrap_or(Submission::None);
         match (ended, gateway_stop) {
             (_, Some(GatewayStop::Limit(fired))) => {
-                rec.finish(limit_status(&fired), Some(fired), None)?;
+                rec.finish(fired.limit.exit_status(), Some(fired), None)?;
                 Ok(finish(rec, submitted(), None))
             }
             (_, Some(GatewayStop::Infrastructure(why))) => {
@@ -397,6 +362,40 @@ impl ExternalAgent {
         Sandbox::new(spec).context("setting up the agent's sandbox")
     }
 
+    /// Runs the command in its sandbox, killed with everything it started when the wall-clock
+    /// limit passes or `stop` completes; its output goes to `agent.log`.
+    async fn run_in_sandbox(
+        &self,
+        sandbox: &Sandbox,
+        log_path: &Path,
+        wall: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Ended> {
+        let req = ExecRequest::bash(&self.command, wall)
+            .cap(AGENT_LOG_CAP)
+            .workdir(WORKSPACE_GUEST);
+        let (out, stopped) = sandbox.exec_until(&req, stop).await?;
+        std::fs::write(log_path, format!("{}{}", out.stdout.text, out.stderr.text))
+            .with_context(|| format!("writing {}", log_path.display()))?;
+        Ok(if stopped {
+            Ended::Stopped
+        } else if out.timed_out {
+            Ended::WallTime
+        } else if out.disk_limit_hit {
+            Ended::DiskLimit
+        } else {
+            let status = match (out.exit_code, out.signal) {
+                (Some(code), _) => format!("exit status: {code}"),
+                (None, Some(signal)) => format!("signal {signal}"),
+                (None, None) => "an unknown status".to_string(),
+            };
+            Ended::Exited {
+                success: out.success(),
+                status,
+            }
+        })
+    }
+
     /// Runs the command on the host, in its own process group, killed with the group when the
     /// wall-clock limit passes or `stop` completes.
     async fn run_on_host(
@@ -459,44 +458,53 @@ async fn next_event(gateway: Option<&mut Gateway>) -> Option<GatewayEvent> {
 /// Calls through the gateway becoming steps of the trajectory. A step's workspace state is the
 /// one its command left, which is known when the agent's next call arrives (the gateway holds
 /// that call until it is taken) or the agent ends, so each call waits for then to be recorded.
+/// Calls the agent made at once wait together.
 #[derive(Default)]
 struct CallSteps {
-    pending: Option<faultline_gateway::GatewayCall>,
+    pending: Vec<faultline_gateway::GatewayCall>,
 }
 
 impl CallSteps {
-    fn add(&mut self, call: faultline_gateway::GatewayCall) {
-        self.pending = Some(call);
+    /// Takes one event of the gateway; returns why it stopped, if it did.
+    fn on_event(
+        &mut self,
+        event: GatewayEvent,
+        env: &TrialEnv,
+        rec: &mut Recorder,
+    ) -> Result<Option<GatewayStop>> {
+        match event {
+            GatewayEvent::Arrived(arrival) => {
+                // The agent waits for this call's answer: the workspace is as its last command
+                // left it, which is that command's step's state.
+                self.flush(env, rec)?;
+                arrival.proceed();
+            }
+            GatewayEvent::Call(call) => self.pending.push(*call),
+            GatewayEvent::Stopped(stop) => return Ok(Some(stop)),
+        }
+        Ok(None)
     }
 
     fn flush(&mut self, env: &TrialEnv, rec: &mut Recorder) -> Result<()> {
-        let Some(call) = self.pending.take() else {
+        if self.pending.is_empty() {
             return Ok(());
-        };
+        }
         let (diff, diff_sha256) = env.diff()?;
-        let step = Step {
-            index: rec.trajectory.totals.steps + 1,
-            started_secs: call.started_secs,
-            model: Some(call.model),
-            thought: call.text.filter(|t| !t.trim().is_empty()),
-            action: None,
-            format_error: None,
-            diff: None,
-            diff_sha256,
-        };
-        rec.push_step(step, diff)?;
-        rec.add_lost_time(call.lost_secs);
+        for call in self.pending.drain(..) {
+            let step = Step {
+                index: rec.trajectory.totals.steps + 1,
+                started_secs: call.started_secs,
+                model: Some(call.model),
+                thought: call.text.filter(|t| !t.trim().is_empty()),
+                action: None,
+                format_error: None,
+                diff: None,
+                diff_sha256: diff_sha256.clone(),
+            };
+            rec.push_step(step, diff.clone())?;
+            rec.add_lost_time(call.lost_secs);
+        }
         Ok(())
-    }
-}
-
-/// The exit status a limit enforced by the gateway ends the trial with.
-fn limit_status(fired: &LimitFired) -> ExitStatus {
-    match fired.limit {
-        LimitKind::Steps => ExitStatus::StepLimit,
-        LimitKind::CostUsd => ExitStatus::CostLimit,
-        LimitKind::Tokens => ExitStatus::TokenLimit,
-        LimitKind::WallSecs | LimitKind::WorkingSecs => ExitStatus::WallTimeLimit,
     }
 }
 

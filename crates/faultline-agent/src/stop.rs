@@ -5,7 +5,7 @@
 use crate::record::Recorder;
 use faultline_model::ModelError;
 use faultline_sandbox::SandboxError;
-use faultline_schema::trajectory::{LimitFired, LimitKind};
+use faultline_schema::trajectory::{LimitFired, LimitKind, Spent};
 use faultline_schema::{ExitStatus, Limits, Submission};
 
 /// A budget of the trial that ran out, with its configured value.
@@ -53,32 +53,24 @@ impl Limit {
         }
     }
 
-    /// The first limit that stops the next model call, if any. Costs and tokens are known only
-    /// after a call, so a trial overshoots them by at most one call.
+    /// The first limit that stops the next model call, if any ([`Limits::first_reached`]).
     pub fn first_reached(limits: &Limits, rec: &Recorder) -> Option<Limit> {
-        let spent = &rec.trajectory.totals;
-        if spent.steps >= limits.steps {
-            return Some(Limit::Steps(limits.steps));
-        }
-        if let (Some(max), Some(usd)) = (limits.cost_usd, spent.cost_usd)
-            && usd >= max
-        {
-            return Some(Limit::Cost(max));
-        }
-        if let Some(max) = limits.tokens
-            && spent.tokens.total() >= max
-        {
-            return Some(Limit::Tokens(max));
-        }
-        if rec.elapsed() >= limits.wall_secs as f64 {
-            return Some(Limit::WallTime(limits.wall_secs));
-        }
-        if let Some(max) = limits.working_secs
-            && rec.working() >= max as f64
-        {
-            return Some(Limit::WorkingTime(max));
-        }
-        None
+        let totals = &rec.trajectory.totals;
+        let spent = Spent {
+            steps: totals.steps,
+            cost_usd: totals.cost_usd,
+            tokens: totals.tokens.total(),
+            wall_secs: rec.elapsed(),
+            working_secs: rec.working(),
+        };
+        let fired = limits.first_reached(&spent)?;
+        Some(match fired.limit {
+            LimitKind::Steps => Limit::Steps(limits.steps),
+            LimitKind::CostUsd => Limit::Cost(fired.value),
+            LimitKind::Tokens => Limit::Tokens(fired.value as u64),
+            LimitKind::WallSecs => Limit::WallTime(limits.wall_secs),
+            LimitKind::WorkingSecs => Limit::WorkingTime(fired.value as u64),
+        })
     }
 }
 
@@ -106,10 +98,7 @@ impl Stop {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
             Stop::Submitted(_) => ExitStatus::Submitted,
-            Stop::Limit(Limit::Steps(_)) => ExitStatus::StepLimit,
-            Stop::Limit(Limit::Cost(_)) => ExitStatus::CostLimit,
-            Stop::Limit(Limit::Tokens(_)) => ExitStatus::TokenLimit,
-            Stop::Limit(Limit::WallTime(_) | Limit::WorkingTime(_)) => ExitStatus::WallTimeLimit,
+            Stop::Limit(limit) => limit.kind().exit_status(),
             Stop::FormatErrors => ExitStatus::FormatErrors,
             Stop::ModelError(_) => ExitStatus::ModelError,
             Stop::SandboxError(_) => ExitStatus::SandboxError,

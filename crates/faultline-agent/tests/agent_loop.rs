@@ -543,12 +543,19 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
 }
 
 /// An agent written the way scaffolds are: an OpenAI client reading its base URL and key from the
-/// environment, calling until it is told no, then writing a diagnosis. It prints what it saw.
+/// environment, calling until it is told no (one call after another, or `at-once`), then writing
+/// a diagnosis. It prints what it saw.
 const GATEWAY_CLIENT: &str = r#"
 import json, os, sys, urllib.request, urllib.error
 base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
-print("key-prefix", key[:9], "real-key-visible", "sk-real" in json.dumps(dict(os.environ)))
-for i in range(int(sys.argv[1])):
+print("key-prefix", key[:9])
+print("environment", json.dumps(dict(os.environ)))
+for pid in os.listdir("/proc"):
+    try:
+        print("environ of", pid, open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace"))
+    except (OSError, ValueError):
+        pass
+def call(i):
     body = json.dumps({"model": "anything", "messages": [{"role": "user", "content": f"call {i}"}]})
     req = urllib.request.Request(base + "/chat/completions", body.encode(),
                                  {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
@@ -558,18 +565,32 @@ for i in range(int(sys.argv[1])):
     except urllib.error.HTTPError as e:
         print("refused", e.code, e.read().decode())
         sys.exit(1)
+calls = range(int(sys.argv[1]))
+if sys.argv[2:] == ["at-once"]:
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(len(calls)) as pool:
+        list(pool.map(call, calls))
+else:
+    for i in calls:
+        call(i)
 out = os.environ["FAULTLINE_OUTPUT_DIR"]
 open(out + "/diagnosis.json", "w").write('{"schema_version":1,"blocks":[]}')
 "#;
 
+/// The provider's key in these tests: the harness's canary where CI sets one (a value of the
+/// harness's own environment), so that a key read from the harness's environment would show.
+fn real_key() -> String {
+    std::env::var("FAULTLINE_TEST_CANARY").unwrap_or_else(|_| "sk-real-provider-key".into())
+}
+
 async fn through_gateway(
     script: Vec<Step>,
-    calls: u32,
+    calls: &str,
     limits: Limits,
 ) -> (faultline_agent::TrialResult, String, ScriptedServer) {
     let f = fixture().await;
     let options = faultline_scripted::ServerOptions {
-        require_key: Some("sk-real-provider-key".into()),
+        require_key: Some(real_key()),
         ..Default::default()
     };
     let server = ScriptedServer::start_with(Script::new(script), options)
@@ -579,11 +600,9 @@ async fn through_gateway(
         ModelConfig::new(Protocol::OpenAiChat, MODEL).with_base_url(server.openai_base_url());
     config.retry.max_retries = 1;
     config.retry.initial_backoff = Duration::from_millis(10);
-    let client = ModelClient::with_resolved_api_key(
-        config,
-        Some(faultline_model::ApiKey::new("sk-real-provider-key")),
-    )
-    .unwrap();
+    let client =
+        ModelClient::with_resolved_api_key(config, Some(faultline_model::ApiKey::new(real_key())))
+            .unwrap();
     let env = TrialEnv::create(
         &f.case,
         &f.prepared,
@@ -620,13 +639,18 @@ async fn through_gateway(
 async fn an_external_agent_calls_its_model_through_the_gateway_and_each_call_is_a_step() {
     let (r, log, server) = through_gateway(
         vec![tool("ls", 1000, 100), tool("ls", 2000, 100)],
-        2,
+        "2",
         Limits::default(),
     )
     .await;
     assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
     assert!(log.contains("key-prefix fl-trial-"), "{log}");
-    assert!(log.contains("real-key-visible False"), "{log}");
+    // The agent printed its environment and every environment it could read in /proc.
+    assert!(log.contains("environment {"), "{log}");
+    assert!(
+        !log.contains(&real_key()),
+        "the provider's key reached the agent:\n{log}"
+    );
     assert_eq!(server.requests().len(), 2);
     let totals = &r.trajectory.totals;
     assert_eq!(totals.steps, 2);
@@ -644,13 +668,23 @@ async fn an_external_agent_calls_its_model_through_the_gateway_and_each_call_is_
 }
 
 #[tokio::test]
+async fn calls_an_external_agent_makes_at_once_are_each_a_step() {
+    let script = vec![tool("ls", 10, 1), tool("ls", 20, 1), tool("ls", 30, 1)];
+    let (r, log, server) = through_gateway(script, "3 at-once", Limits::default()).await;
+    assert_eq!(r.trajectory.exit_status, ExitStatus::Submitted, "{log}");
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(r.trajectory.totals.steps, 3, "{log}");
+    assert_eq!(r.trajectory.totals.tokens.input, 60);
+}
+
+#[tokio::test]
 async fn a_limit_the_gateway_enforces_ends_an_external_trial_with_that_limit() {
     let limits = Limits {
         steps: 2,
         ..Limits::default()
     };
     let script = vec![tool("ls", 10, 1), tool("ls", 10, 1), tool("ls", 10, 1)];
-    let (r, log, server) = through_gateway(script, 5, limits).await;
+    let (r, log, server) = through_gateway(script, "5", limits).await;
     assert_eq!(r.trajectory.exit_status, ExitStatus::StepLimit, "{log}");
     let fired = r.trajectory.limit_fired.as_ref().unwrap();
     assert_eq!((fired.limit, fired.value), (LimitKind::Steps, 2.0));
@@ -662,7 +696,7 @@ async fn a_limit_the_gateway_enforces_ends_an_external_trial_with_that_limit() {
 #[tokio::test]
 async fn an_outage_ends_an_external_trial_as_an_infrastructure_error() {
     let (r, log, _server) =
-        through_gateway(vec![api_error(503, "down"); 4], 1, Limits::default()).await;
+        through_gateway(vec![api_error(503, "down"); 4], "1", Limits::default()).await;
     assert_eq!(r.trajectory.exit_status, ExitStatus::ModelError, "{log}");
     let why = r
         .infra_failure

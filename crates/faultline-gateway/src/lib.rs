@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use faultline_model::{ModelClient, ModelPrice, ModelResponse, Protocol};
 use faultline_schema::Limits;
-use faultline_schema::trajectory::{LimitFired, LimitKind, ModelCall, Tokens};
+use faultline_schema::trajectory::{LimitFired, LimitKind, ModelCall, Spent, Tokens};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -224,16 +224,6 @@ impl Gateway {
         &self.key
     }
 
-    /// The protocol agents must speak to this gateway: the upstream model's.
-    pub fn protocol(&self) -> Protocol {
-        self.protocol
-    }
-
-    /// The upstream model's name.
-    pub fn model(&self) -> &str {
-        &self.model
-    }
-
     /// The environment an agent is given to reach its model: the base URLs and keys the common
     /// client libraries read, and faultline's own names for them. `reach` is the `HOST:PORT` the
     /// agent connects to: the gateway's own address on the host, or the relay's port in a
@@ -278,11 +268,6 @@ impl Gateway {
         self.shared.started.elapsed().as_secs_f64() - waiting
     }
 
-    /// Seconds spent waiting on retries and failed calls.
-    pub fn waiting_secs(&self) -> f64 {
-        self.shared.meter().waiting_secs
-    }
-
     /// Stops the gateway because the working-time limit passed between calls (only the trial's
     /// runner can see that); later calls are refused. Returns the stop, unless it had already
     /// stopped.
@@ -310,36 +295,16 @@ impl Shared {
         self.meter.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The limit that refuses the next call, checked before it is forwarded. Costs and tokens
-    /// are known only after a call, so a trial overshoots them by at most one call, as the
-    /// built-in agent does.
+    /// The limit that refuses the next call, checked before it is forwarded.
     fn limit_reached(&self, meter: &Meter) -> Option<LimitFired> {
-        let limits = &self.config.limits;
-        let fired = |limit, value| Some(LimitFired { limit, value });
-        if meter.calls >= limits.steps {
-            return fired(LimitKind::Steps, limits.steps.into());
-        }
-        if let Some(max) = limits.cost_usd
-            && !meter.cost_unknown
-            && meter.cost_usd >= max
-        {
-            return fired(LimitKind::CostUsd, max);
-        }
-        if let Some(max) = limits.tokens
-            && meter.tokens >= max
-        {
-            return fired(LimitKind::Tokens, max as f64);
-        }
-        let elapsed = self.started.elapsed().as_secs_f64();
-        if elapsed >= limits.wall_secs as f64 {
-            return fired(LimitKind::WallSecs, limits.wall_secs as f64);
-        }
-        if let Some(max) = limits.working_secs
-            && elapsed - meter.waiting_secs >= max as f64
-        {
-            return fired(LimitKind::WorkingSecs, max as f64);
-        }
-        None
+        let wall_secs = self.started.elapsed().as_secs_f64();
+        self.config.limits.first_reached(&Spent {
+            steps: meter.calls,
+            cost_usd: (!meter.cost_unknown).then_some(meter.cost_usd),
+            tokens: meter.tokens,
+            wall_secs,
+            working_secs: wall_secs - meter.waiting_secs,
+        })
     }
 
     /// Marks the gateway stopped (once) and tells the runner.
@@ -374,8 +339,9 @@ pub(crate) fn tokens(u: &faultline_model::Usage) -> Tokens {
         reasoning: u.reasoning_tokens.unwrap_or(0),
     }
 }
+
 /// The option of `faultline run` that sets a limit, as users know it.
-pub fn limit_name(limit: LimitKind) -> &'static str {
+pub(crate) fn limit_name(limit: LimitKind) -> &'static str {
     match limit {
         LimitKind::Steps => "steps",
         LimitKind::CostUsd => "cost",

@@ -72,8 +72,18 @@ fn path_protocol(path: &str) -> Option<Protocol> {
 async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let upstream = shared.config.client.config().protocol;
     let path = request.uri().path().to_string();
+    // Errors come in the shape of the protocol the path belongs to, which its client parses.
+    let shape = path_protocol(&path).unwrap_or(upstream);
+    if !authorized(&shared.key, &request) {
+        return error(
+            shape,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid API key: use this trial's key",
+        );
+    }
     if request.method() == Method::GET && path.trim_end_matches('/').ends_with("/models") {
-        return models(shared, upstream, &request);
+        return models(shared);
     }
     let Some(protocol) = path_protocol(&path) else {
         return error(
@@ -86,14 +96,6 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Full<By
             ),
         );
     };
-    if !authorized(&shared.key, &request) {
-        return error(
-            protocol,
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid API key: use this trial's key",
-        );
-    }
     if protocol != upstream {
         return error(
             protocol,
@@ -252,6 +254,16 @@ fn failed(
     };
     request.status = status.as_u16();
     request.error = Some(message.clone());
+    let elapsed = call_started.elapsed().as_secs_f64();
+    let retry = e.retry_stats();
+    let retry_wait = retry.waiting().as_secs_f64();
+    // A failure that is not the agent's costs it no working time: all of the call is lost;
+    // otherwise only the waits between attempts are.
+    let lost_secs = if infrastructure {
+        elapsed - retry_wait
+    } else {
+        0.0
+    };
     let billed = e.billed_usage().cloned();
     let cost = match (&shared.config.price, &billed) {
         (Some(price), Some(usage)) => price.cost(usage),
@@ -265,26 +277,16 @@ fn failed(
             None if billed.is_some() => meter.cost_unknown = true,
             None => {}
         }
-        if infrastructure {
-            meter.waiting_secs += call_started.elapsed().as_secs_f64();
-        } else {
-            meter.waiting_secs += e.retry_stats().waiting().as_secs_f64();
-        }
+        meter.waiting_secs += retry_wait + lost_secs;
     }
-    let retry = e.retry_stats();
-    let lost_secs = if infrastructure {
-        call_started.elapsed().as_secs_f64() - retry.waiting().as_secs_f64()
-    } else {
-        0.0
-    };
     let _ = shared.events.send(GatewayEvent::Call(Box::new(GatewayCall {
         started_secs,
         model: ModelCall {
             tokens: billed.as_ref().map(tokens),
             raw_usage: billed.as_ref().map(|u| u.raw.clone()),
             cost_usd: cost,
-            latency_secs: call_started.elapsed().as_secs_f64(),
-            retry_wait_secs: retry.waiting().as_secs_f64(),
+            latency_secs: elapsed,
+            retry_wait_secs: retry_wait,
             retries: retry.retries,
             finish_reason: None,
             request: Some(request),
@@ -338,19 +340,7 @@ fn endpoint(protocol: Protocol) -> &'static str {
 }
 
 /// The model list some clients ask for before their first call.
-fn models(
-    shared: &Shared,
-    upstream: Protocol,
-    request: &Request<Incoming>,
-) -> Response<Full<Bytes>> {
-    if !authorized(&shared.key, request) {
-        return error(
-            upstream,
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid API key: use this trial's key",
-        );
-    }
+fn models(shared: &Shared) -> Response<Full<Bytes>> {
     let id = &shared.config.client.config().model;
     let body =
         json!({"object": "list", "data": [{"id": id, "object": "model", "owned_by": "faultline"}]});

@@ -370,6 +370,18 @@ pub enum LimitKind {
     WorkingSecs,
 }
 
+impl LimitKind {
+    /// The exit status of a trial this limit ended.
+    pub fn exit_status(self) -> ExitStatus {
+        match self {
+            LimitKind::Steps => ExitStatus::StepLimit,
+            LimitKind::CostUsd => ExitStatus::CostLimit,
+            LimitKind::Tokens => ExitStatus::TokenLimit,
+            LimitKind::WallSecs | LimitKind::WorkingSecs => ExitStatus::WallTimeLimit,
+        }
+    }
+}
+
 /// Which limit ended the trial, and its value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LimitFired {
@@ -377,6 +389,52 @@ pub struct LimitFired {
     pub limit: LimitKind,
     /// The configured value.
     pub value: f64,
+}
+
+/// What a trial has used of its [`Limits`] so far.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spent {
+    /// Model calls made.
+    pub steps: u32,
+    /// Dollars; `None` when the cost is unknown, which no cost limit can judge.
+    pub cost_usd: Option<f64>,
+    /// Input plus output tokens.
+    pub tokens: u64,
+    /// Seconds since the trial started.
+    pub wall_secs: f64,
+    /// Of those, the seconds not spent waiting on model retries or failed calls.
+    pub working_secs: f64,
+}
+
+impl Limits {
+    /// The first limit that stops the next model call, if any, for the built-in agent and the
+    /// model gateway alike. Costs and tokens are known only after a call, so a trial overshoots
+    /// them by at most one call.
+    pub fn first_reached(&self, spent: &Spent) -> Option<LimitFired> {
+        let fired = |limit, value| Some(LimitFired { limit, value });
+        if spent.steps >= self.steps {
+            return fired(LimitKind::Steps, self.steps.into());
+        }
+        if let (Some(max), Some(usd)) = (self.cost_usd, spent.cost_usd)
+            && usd >= max
+        {
+            return fired(LimitKind::CostUsd, max);
+        }
+        if let Some(max) = self.tokens
+            && spent.tokens >= max
+        {
+            return fired(LimitKind::Tokens, max as f64);
+        }
+        if spent.wall_secs >= self.wall_secs as f64 {
+            return fired(LimitKind::WallSecs, self.wall_secs as f64);
+        }
+        if let Some(max) = self.working_secs
+            && spent.working_secs >= max as f64
+        {
+            return fired(LimitKind::WorkingSecs, max as f64);
+        }
+        None
+    }
 }
 
 /// The record of one trial.
