@@ -12,7 +12,8 @@ use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
 use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
 use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{
-    ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxSpec, Toolchain,
+    ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxError, SandboxSpec, Session,
+    Toolchain,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -94,6 +95,9 @@ pub struct Workbench {
     sandbox: Sandbox,
     /// Files moved out of the sandbox's view while tests run: (their place, where they wait).
     hidden: Mutex<Vec<(PathBuf, String)>>,
+    /// Idle sessions of [`Self::sandbox`] for test processes: the oracle runs every wrapper in
+    /// a process of its own, and a session spares each the start of a new sandbox.
+    idle_sessions: tokio::sync::Mutex<Vec<Session>>,
 }
 
 impl Workbench {
@@ -152,6 +156,7 @@ impl Workbench {
             oracle,
             sandbox,
             hidden: Mutex::new(Vec::new()),
+            idle_sessions: tokio::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -385,7 +390,28 @@ impl Workbench {
             .workdir(cwd)
             .env("FAULTLINE_SEED", seed.to_string())
             .env("CARGO_MANIFEST_DIR", cwd);
-        Ok(test_run(self.sandbox.exec(&req).await?))
+        Ok(test_run(self.exec_in_session(&req).await?))
+    }
+
+    /// Runs a test process in an idle session, or a new one, and keeps the session for the
+    /// next process if it is still sound. A session runs each command as a fresh sandbox would
+    /// (nothing it started outlives it), sharing only `/tmp`, and test processes already
+    /// share the workbench. Without a supervisor binary it falls back to a sandbox per process.
+    async fn exec_in_session(&self, req: &ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let idle = self.idle_sessions.lock().await.pop();
+        let session = match idle {
+            Some(session) => session,
+            None => match self.sandbox.start_session().await {
+                Ok(session) => session,
+                Err(SandboxError::NoSupervisor(_)) => return self.sandbox.exec(req).await,
+                Err(e) => return Err(e),
+            },
+        };
+        let out = session.exec(req).await?;
+        if !out.disk_limit_hit {
+            self.idle_sessions.lock().await.push(session);
+        }
+        Ok(out)
     }
 
     /// Runs a test binary with libtest's JSON output in a sandbox of its own that holds nothing
