@@ -514,9 +514,7 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
     let tmp = tempfile::tempdir().unwrap();
     let not_a_directory = tmp.path().join("file");
     std::fs::write(&not_a_directory, "").unwrap();
-    let no_scratch = faultline_corpus::DataDir {
-        root: not_a_directory,
-    };
+    let no_scratch = faultline_corpus::DataDir::new(not_a_directory);
     let task = || common::task(f, Track::Repair, Limits::default());
     match TrialEnv::create(&f.case, &f.prepared, task(), &no_scratch, &f.toolchain) {
         Err(EnvError::Harness(_)) => {}

@@ -35,7 +35,7 @@ static SOURCES: LazyLock<Sources> = LazyLock::new(|| {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    let store = DataDir { root: data }.store();
+    let store = DataDir::new(data).store();
     let buggy = corpus
         .cases
         .iter()

@@ -65,6 +65,9 @@ pub async fn prepare(
 ) -> Result<PreparedCase> {
     let started = Instant::now();
     let root = data.workspace_dir(case.id())?;
+    if data.is_read_only() {
+        return prepared_read_only(case, data, &root, toolchain);
+    }
     fs::create_dir_all(root.parent().expect("has parent"))?;
     let lock_file = fs::OpenOptions::new()
         .create(true)
@@ -130,6 +133,52 @@ pub async fn prepare(
         reused: false,
         repaired,
         root,
+        manifest: Arc::new(manifest),
+    })
+}
+
+/// A case prepared in a data directory this process only reads: reused as it is when it matches
+/// the case and its manifest, an error otherwise (a shard must not prepare what another process
+/// reads). Waits, with a shared lock, for a preparation under way.
+fn prepared_read_only(
+    case: &Case,
+    data: &DataDir,
+    root: &Path,
+    toolchain: &Toolchain,
+) -> Result<PreparedCase> {
+    let not_ready = |why: String| {
+        anyhow::anyhow!(
+            "{}: {why} in the read-only data directory {}; prepare it there first (`faultline \
+             --data {} prepare {}`, or `prepare --all`)",
+            case.id(),
+            data.root.display(),
+            data.root.display(),
+            case.id()
+        )
+    };
+    let lock_path = root.with_extension("lock");
+    let lock_file =
+        fs::File::open(&lock_path).map_err(|_| not_ready("the case is not prepared".into()))?;
+    lock_file
+        .lock_shared()
+        .context("waiting for the case's preparation")?;
+    let sources = data.store().case_sources(&case.manifest, &case.dir)?;
+    let inputs = hash_inputs(case, toolchain)?;
+    let stamp: Stamp = faultline_schema::io::read_json(&root.join("stamp.json"), "workspace stamp")
+        .map_err(|_| not_ready("the case is not prepared".into()))?;
+    if stamp.inputs != inputs || !committed_locks_match(case, &stamp) {
+        return Err(not_ready(
+            "the prepared workspace is of another version of the case or toolchain".into(),
+        ));
+    }
+    let manifest = intact_manifest(root, &stamp)
+        .map_err(|found| not_ready(format!("the prepared workspace is damaged ({found})")))?;
+    Ok(PreparedCase {
+        stamp,
+        sources,
+        reused: true,
+        repaired: None,
+        root: root.to_path_buf(),
         manifest: Arc::new(manifest),
     })
 }

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 /// Where cached grades live.
 pub fn cache_dir(data: &DataDir) -> PathBuf {
-    data.root.join("grade-cache")
+    data.grade_cache()
 }
 
 /// What a grade depends on besides the case, the submission and the grading settings.

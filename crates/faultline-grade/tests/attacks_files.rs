@@ -90,9 +90,7 @@ fn case_with_dependency(root: &Path, id: &str) -> Case {
 }
 
 async fn prepared_fixture(dir: &Path, id: &str) -> Prepared {
-    let data = DataDir {
-        root: dir.join("data"),
-    };
+    let data = DataDir::new(dir.join("data"));
     Prepared::new(case_with_dependency(dir, id), data).await
 }
 

@@ -34,9 +34,7 @@ async fn a_memory_bomb_in_the_oracle_run_is_a_resource_limit_not_a_verdict() {
     }
     let dir = tempfile::tempdir().unwrap();
     let case = fixture_case(dir.path(), "toy-memory-bomb", |_| {}).unwrap();
-    let data = DataDir {
-        root: dir.path().join("data"),
-    };
+    let data = DataDir::new(dir.path().join("data"));
     let toolchain = Toolchain::detect().unwrap();
     let prepared = prepare(&case, &data, &toolchain, &Default::default())
         .await

@@ -184,7 +184,7 @@ mod needs_registry {
             let corpus = Corpus::load(&faultline_testkit::corpus_dir()).unwrap();
             let case = corpus.get(CASE).unwrap().clone();
             let root = registry::reused_data_dir().unwrap_or(dir);
-            let prepared = Prepared::try_new(case, DataDir { root }).await;
+            let prepared = Prepared::try_new(case, DataDir::new(root)).await;
             registry::fetched("preparing foca", prepared)
         })
         .await
@@ -310,9 +310,7 @@ fn in_crate_case(root: &Path) -> Case {
 async fn an_in_crate_oracle_runs_under_a_random_module_and_catches_forgers() {
     let root = tempfile::tempdir().unwrap();
     let case = in_crate_case(root.path());
-    let data = DataDir {
-        root: root.path().join("data"),
-    };
+    let data = DataDir::new(root.path().join("data"));
     let p = Prepared::new(case.clone(), data).await;
     let g = grade(&p, &case, &fixture_gold()).await;
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");

@@ -26,9 +26,7 @@ async fn validate(case: &Case, data: &Path) -> CaseValidation {
 
 /// Validation with `k` oracle runs per version, for tests about something else than the oracle.
 async fn validate_k(case: &Case, data: &Path, k: u32) -> CaseValidation {
-    let data = DataDir {
-        root: data.to_owned(),
-    };
+    let data = DataDir::new(data.to_owned());
     let toolchain = Toolchain::detect().unwrap();
     let opts = ValidateOptions {
         k,

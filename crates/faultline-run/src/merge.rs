@@ -45,9 +45,9 @@ pub fn merge(shards: &[&Path], out: &Path) -> Result<usize> {
             }
         }
     }
-    std::fs::create_dir_all(out)?;
-    let lock = lock.expect("at least one shard");
     let merged_dir = RunDir::new(out);
+    let _writer = merged_dir.hold_writer()?;
+    let lock = lock.expect("at least one shard");
     merged_dir.write_lock(&lock)?;
     for (id, (_, dir)) in &records {
         let from = RunDir::new(dir).trial(id).path().to_path_buf();

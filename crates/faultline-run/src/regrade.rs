@@ -63,6 +63,7 @@ pub async fn regrade(
     use_cache: bool,
 ) -> Result<usize> {
     let run = RunDir::new(run_dir);
+    let _writer = run.hold_writer()?;
     let log = run.results()?;
     let records = latest(log.read()?);
     if records.is_empty() {
@@ -236,6 +237,8 @@ pub async fn import_predictions(
         }
         preds.push(p);
     }
+    let run = RunDir::new(out);
+    let _writer = run.hold_writer()?;
     let cases = prepare_cases(
         corpus,
         preds.iter().map(|p| p.instance_id.clone()),
@@ -284,8 +287,6 @@ pub async fn import_predictions(
         shard: None,
         protections: faultline_grade::protections::in_force(),
     };
-    std::fs::create_dir_all(out)?;
-    let run = RunDir::new(out);
     run.write_lock(&lock)?;
     let log = run.results()?;
     let mut records = Vec::new();

@@ -227,8 +227,8 @@ pub async fn run(
     toolchain: Toolchain,
     progress: Arc<dyn Progress>,
 ) -> Result<RunSummary> {
-    std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
     let run_dir = RunDir::new(&cfg.out);
+    let _writer = run_dir.hold_writer()?;
     let model_permits = Arc::new(Semaphore::new(cfg.model_workers.max(1)));
     let mut builtins = BTreeMap::new();
     let mut fingerprints = BTreeMap::new();

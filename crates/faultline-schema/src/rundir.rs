@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! lock.json  results.jsonl  leaderboard.md  report.html  report.json  (pack.json  regrade.json)
+//! .writer                      (held by the one process writing the run; see RunDir::hold_writer)
 //! trials/<agent>/<case>/<track>/<condition>/<attempt>/
 //!     task.json  trajectory.json  diagnosis.json | patch.diff | reproducer.rs  grade.json
 //!     task/  agent-output/  agent.log  agent-trajectory.json      (external agents)
@@ -38,6 +39,8 @@ pub const REPORT_HTML_FILE: &str = "report.html";
 pub const REPORT_JSON_FILE: &str = "report.json";
 /// The leaderboard printed at the end of a run.
 pub const LEADERBOARD_FILE: &str = "leaderboard.md";
+/// Locked by the process writing the run ([`RunDir::hold_writer`]); holds its pid.
+pub const WRITER_FILE: &str = ".writer";
 
 /// What a trial asked of the agent ([`Task`]); also in an external agent's task directory.
 pub const TASK_FILE: &str = "task.json";
@@ -71,6 +74,39 @@ fn write_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), WriteError> 
     write_json_atomic(&path, value).map_err(|source| WriteError { path, source })
 }
 
+/// Why a process may not write a run directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    /// Another process holds the directory's writer lock.
+    #[error(
+        "{dir} is being written by another process{}; wait for it to finish, or write to another \
+         directory (shards of one run each get their own and are merged afterwards)",
+        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    Busy {
+        /// The run directory.
+        dir: PathBuf,
+        /// The holder's pid, when it has written it yet.
+        holder: Option<u32>,
+    },
+    /// The lock file could not be made or locked.
+    #[error("cannot lock {path}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The right to write a run directory, held until dropped. It is an OS file lock, so it ends
+/// with its process however that ends (`kill -9` included) and never needs cleaning up.
+#[derive(Debug)]
+pub struct WriterLock {
+    _file: std::fs::File,
+}
+
 /// Reads a JSON file that may be absent: `None` when it does not exist.
 fn read_optional<T: serde::de::DeserializeOwned>(
     path: &Path,
@@ -98,6 +134,43 @@ impl RunDir {
     /// The directory itself.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Makes the directory if needed and takes its writer lock, or says which process has it.
+    /// Every command that writes a run (`run`, `grade`, `import`, `merge`) holds it throughout:
+    /// two writers would run every trial twice and interleave their records.
+    pub fn hold_writer(&self) -> Result<WriterLock, WriterError> {
+        use std::io::{Read, Seek, Write};
+        let path = self.root.join(WRITER_FILE);
+        let io_error = |source| WriterError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.root).map_err(io_error)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_error)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                return Err(WriterError::Busy {
+                    dir: self.root.clone(),
+                    holder: pid.trim().parse().ok(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(e)),
+        }
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| write!(file, "{}", std::process::id()))
+            .map_err(io_error)?;
+        Ok(WriterLock { _file: file })
     }
 
     /// `lock.json`.
@@ -281,6 +354,24 @@ impl TrialDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_writer_is_refused_with_the_holders_pid_until_the_first_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path().join("run"));
+        let first = run.hold_writer().unwrap();
+        let err = run.hold_writer().unwrap_err();
+        assert!(
+            matches!(err, WriterError::Busy { holder: Some(pid), .. } if pid == std::process::id()),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("pid {}", std::process::id()))
+        );
+        drop(first);
+        run.hold_writer().unwrap();
+    }
 
     #[test]
     fn the_layout_is_the_documented_one() {

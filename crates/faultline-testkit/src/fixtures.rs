@@ -106,13 +106,7 @@ impl Prepared {
     /// The fixture case as `id`, copied under `root` and prepared in `root/data`.
     pub async fn fixture(root: &Path, id: &str) -> Prepared {
         let case = fixture_case(root, id, |_| {}).unwrap();
-        Prepared::new(
-            case,
-            DataDir {
-                root: root.join("data"),
-            },
-        )
-        .await
+        Prepared::new(case, DataDir::new(root.join("data"))).await
     }
 }
 

@@ -1,7 +1,7 @@
 //! `faultline cases ...` and `faultline prepare`.
 
 use crate::Env;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use faultline_corpus::{Case, Selection};
 use faultline_grade::{ValidateOptions, validate_case};
@@ -94,8 +94,16 @@ pub struct ValidateArgs {
 
 #[derive(Args)]
 pub struct PrepareArgs {
-    /// The case id.
-    case: String,
+    /// Case ids or glob patterns.
+    cases: Vec<String>,
+    /// Prepare every case (for a data directory that shards then share read-only).
+    #[arg(long, conflicts_with = "cases")]
+    all: bool,
+    /// Prepare the cases of a suite (`corpus/suites/<name>.txt`).
+    #[arg(long, conflicts_with_all = ["cases", "all"])]
+    suite: Option<String>,
+    #[command(flatten)]
+    filter: Filter,
     /// Rebuild from scratch even if a prepared workspace matches.
     #[arg(long)]
     force: bool,
@@ -309,36 +317,61 @@ async fn lock(env: &Env, ids: &[String]) -> Result<ExitCode> {
 
 pub async fn prepare(env: &Env, args: PrepareArgs) -> Result<ExitCode> {
     let corpus = env.corpus()?;
-    let Some(case) = corpus.get(&args.case) else {
-        bail!("no case `{}` in {}", args.case, corpus.root.display());
+    let patterns = match &args.suite {
+        Some(name) => corpus.suite(name)?,
+        None => args.cases.clone(),
     };
+    if patterns.is_empty() && !args.all {
+        bail!("name the cases to prepare, or pass --all or --suite NAME");
+    }
+    let cases = corpus
+        .select(&selection(patterns, args.filter))
+        .map_err(anyhow::Error::msg)?;
+    if cases.is_empty() {
+        bail!("no case matches");
+    }
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
-    let prepared = faultline_corpus::prepare(
-        case,
-        &env.data,
-        &toolchain,
-        &faultline_corpus::PrepareOptions { force: args.force },
-    )
-    .await?;
-    let s = &prepared.stamp;
-    if let Some(found) = &prepared.repaired {
-        println!("{}: {found}; rebuilt it", args.case);
-    }
-    println!(
-        "{} {} ({} vendored packages{})",
-        if prepared.reused {
-            "checked"
-        } else {
-            "prepared"
-        },
-        s.agent.workspace.display(),
-        s.vendored_packages,
-        if s.removed.is_empty() {
-            String::new()
-        } else {
-            format!("; removed {}", s.removed.join(", "))
+    let started = std::time::Instant::now();
+    for (i, case) in cases.iter().enumerate() {
+        let at = format!("[{}/{}]", i + 1, cases.len());
+        eprintln!("{at} preparing {} ...", case.id());
+        let prepared = faultline_corpus::prepare(
+            case,
+            &env.data,
+            &toolchain,
+            &faultline_corpus::PrepareOptions { force: args.force },
+        )
+        .await
+        .with_context(|| format!("preparing {}", case.id()))?;
+        let s = &prepared.stamp;
+        if let Some(found) = &prepared.repaired {
+            println!("{at} {}: {found}; rebuilt it", case.id());
         }
-    );
+        println!(
+            "{at} {} {} {} ({} vendored packages{})",
+            case.id(),
+            if prepared.reused {
+                "checked"
+            } else {
+                "prepared"
+            },
+            s.agent.workspace.display(),
+            s.vendored_packages,
+            if s.removed.is_empty() {
+                String::new()
+            } else {
+                format!("; removed {}", s.removed.join(", "))
+            }
+        );
+    }
+    if cases.len() > 1 {
+        eprintln!(
+            "{} cases ready in {} in {:.0}s",
+            cases.len(),
+            env.data.root.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

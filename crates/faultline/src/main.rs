@@ -6,6 +6,9 @@ mod report;
 mod run;
 mod tools;
 
+#[cfg(test)]
+mod doc_commands;
+
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use faultline_corpus::{Corpus, DataDir};
@@ -28,6 +31,10 @@ struct Cli {
     /// [default: $XDG_CACHE_HOME/faultline or ~/.cache/faultline].
     #[arg(long, global = true, env = "FAULTLINE_DATA")]
     data: Option<PathBuf>,
+    /// Keep scratch copies and the grade cache here and use the data directory read-only: for
+    /// shards that share one prepared data directory (see `prepare --all`).
+    #[arg(long, global = true, env = "FAULTLINE_SCRATCH")]
+    scratch: Option<PathBuf>,
     #[command(flatten)]
     sandbox: SandboxLimitArgs,
     #[command(subcommand)]
@@ -212,8 +219,12 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     cli.sandbox.apply()?;
     let data = match cli.data {
-        Some(root) => DataDir { root },
+        Some(root) => DataDir::new(root),
         None => DataDir::from_env()?,
+    };
+    let data = match cli.scratch {
+        Some(scratch) => data.with_scratch(scratch),
+        None => data,
     };
     let ctx = Env {
         corpus_dir: cli.corpus,

@@ -170,37 +170,94 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
     assert_eq!(comparable(&rs), comparable(&records(&whole)));
 }
 
+/// Every file under `dir` with its size and modification time: equal before and after means
+/// nothing was written there.
+fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            let meta = e.path().symlink_metadata().unwrap();
+            (
+                e.path().display().to_string(),
+                (meta.len(), meta.modified().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// A cluster run in miniature: one preparing job, then four shards at once sharing its data
+/// directory read-only, each with scratch space of its own, then a merge.
 #[test]
-fn three_shards_merged_equal_one_run() {
+fn four_concurrent_shards_on_a_shared_read_only_data_directory_merge_to_one_run() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let whole = tmp.path().join("whole");
-    let ok = faultline(&data)
+    let ok = faultline(&tmp.path().join("whole-data"))
         .args(["run", "toy-double-merge", "--out"])
         .arg(&whole)
         .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(ok.success());
-    let mut shards = Vec::new();
-    for i in 0..3 {
-        let dir = tmp.path().join(format!("shard-{i}"));
-        let ok = faultline(&data)
-            .args([
-                "run",
-                "toy-double-merge",
-                "--shard",
-                &format!("{i}/3"),
-                "--out",
-            ])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        assert!(records(&dir).len() < EXPECTED_TRIALS);
-        shards.push(dir);
+
+    // Before preparing, a shard refuses at once and says what to do.
+    let out = faultline(&data)
+        .args(["--scratch"])
+        .arg(tmp.path().join("early-scratch"))
+        .args(["run", "toy-double-merge", "--out"])
+        .arg(tmp.path().join("early"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("prepare --all"), "{err}");
+
+    let ok = faultline(&data)
+        .args(["prepare", "--all"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let prepared = snapshot(&data);
+    let shards: Vec<_> = (0..4)
+        .map(|i| tmp.path().join(format!("shard-{i}")))
+        .collect();
+    let children: Vec<_> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            faultline(&data)
+                .arg("--scratch")
+                .arg(tmp.path().join(format!("scratch-{i}")))
+                .args([
+                    "run",
+                    "toy-double-merge",
+                    "--shard",
+                    &format!("{i}/4"),
+                    "--out",
+                ])
+                .arg(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "shard {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(records(&shards[i]).len() < EXPECTED_TRIALS);
     }
+    assert_eq!(
+        snapshot(&data),
+        prepared,
+        "the shards wrote into the shared data directory"
+    );
     let merged = tmp.path().join("merged");
     let ok = faultline(&data)
         .arg("merge")
@@ -211,8 +268,8 @@ fn three_shards_merged_equal_one_run() {
         .status()
         .unwrap();
     assert!(ok.success());
-    assert_eq!(outcomes(&records(&merged)), outcomes(&records(&whole)));
     assert_eq!(records(&merged).len(), EXPECTED_TRIALS);
+    assert_eq!(comparable(&records(&merged)), comparable(&records(&whole)));
 
     // Shards of one run cannot be merged with a different run.
     let other = tmp.path().join("other");
@@ -421,4 +478,66 @@ fn a_failure_of_the_harness_ends_the_run_and_records_nothing() {
         records(&run).is_empty(),
         "the harness's failure was recorded as the trial's"
     );
+}
+
+/// The same command started twice on one run directory: the second is refused at once, naming
+/// the first's pid, and the first records every trial once; a writer killed with `kill -9`
+/// leaves nothing that refuses the next one.
+#[test]
+fn a_second_writer_of_a_run_directory_is_refused_and_a_killed_one_lets_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let run = tmp.path().join("run");
+    let start = || {
+        faultline(&data)
+            .args(["run", "toy-double-merge", "--out"])
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = start();
+    let holder = run.join(".writer");
+    let waited = Instant::now();
+    while std::fs::read_to_string(&holder).unwrap_or_default() != first.id().to_string() {
+        assert!(waited.elapsed() < Duration::from_secs(60), "no writer lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for command in [vec!["run", "toy-double-merge", "--out"], vec!["grade"]] {
+        let refused = Instant::now();
+        let out = faultline(&data).args(&command).arg(&run).output().unwrap();
+        assert!(!out.status.success(), "{command:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("pid {}", first.id())),
+            "{command:?}: {err}"
+        );
+        assert!(refused.elapsed() < Duration::from_secs(10));
+    }
+    let out = first.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = records(&run);
+    let unique: std::collections::BTreeSet<_> = rs.iter().map(|r| &r.trial_id).collect();
+    assert_eq!((rs.len(), unique.len()), (EXPECTED_TRIALS, EXPECTED_TRIALS));
+
+    // kill -9 releases the lock: the next writer starts at once.
+    std::fs::remove_dir_all(&run).unwrap();
+    let mut killed = start();
+    while std::fs::read_to_string(&holder).unwrap_or_default() != killed.id().to_string() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let out = start().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(records(&run).len(), EXPECTED_TRIALS);
 }

@@ -18,7 +18,7 @@
 //! sandbox, whatever machine directory the data lives in.
 
 use crate::store::SourceStore;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use faultline_sandbox::{Mount, SandboxSpec, Toolchain};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -44,27 +44,61 @@ pub const GUEST_SHARED: &str = "/shared";
 pub(super) const SHARED_DIR: &str = "shared";
 
 /// Where faultline keeps its store, workspaces and scratch files.
+///
+/// A data directory can be shared read-only by many processes (the shards of a cluster run):
+/// with a scratch directory of their own ([`DataDir::with_scratch`]) they write nothing into it,
+/// reuse the cases prepared there and refuse to prepare any.
 #[derive(Debug, Clone)]
 pub struct DataDir {
     /// The root directory.
     pub root: PathBuf,
+    /// Where scratch copies and the grade cache go instead, making the root read-only.
+    scratch: Option<PathBuf>,
 }
 
 impl DataDir {
+    /// The data directory at `root`, written as needed.
+    pub fn new(root: PathBuf) -> DataDir {
+        DataDir {
+            root,
+            scratch: None,
+        }
+    }
+
+    /// This data directory used read-only, with scratch copies and the grade cache in
+    /// `scratch` (which must not be inside it).
+    pub fn with_scratch(self, scratch: PathBuf) -> DataDir {
+        DataDir {
+            scratch: Some(scratch),
+            ..self
+        }
+    }
+
+    /// Whether this process writes nothing into the root ([`DataDir::with_scratch`]).
+    pub fn is_read_only(&self) -> bool {
+        self.scratch.is_some()
+    }
+
+    /// Where the grade cache lives.
+    pub fn grade_cache(&self) -> PathBuf {
+        self.scratch
+            .as_deref()
+            .unwrap_or(&self.root)
+            .join("grade-cache")
+    }
+
     /// `$FAULTLINE_DATA`, else `$XDG_CACHE_HOME/faultline`, else `~/.cache/faultline`.
     pub fn from_env() -> Result<DataDir> {
         if let Some(d) = std::env::var_os("FAULTLINE_DATA") {
-            return Ok(DataDir { root: d.into() });
+            return Ok(DataDir::new(d.into()));
         }
         if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-            return Ok(DataDir {
-                root: PathBuf::from(d).join("faultline"),
-            });
+            return Ok(DataDir::new(PathBuf::from(d).join("faultline")));
         }
         let home = std::env::var_os("HOME").context("neither FAULTLINE_DATA nor HOME is set")?;
-        Ok(DataDir {
-            root: PathBuf::from(home).join(".cache").join("faultline"),
-        })
+        Ok(DataDir::new(
+            PathBuf::from(home).join(".cache").join("faultline"),
+        ))
     }
 
     /// The source store.
@@ -104,6 +138,13 @@ impl DataDir {
         if let Ok(s) = fs::read_to_string(&path) {
             return Ok(s.trim().to_string());
         }
+        if self.is_read_only() {
+            bail!(
+                "{} holds no prepared cases (it has no salt file); prepare them there first \
+                 with `faultline prepare --all`",
+                self.root.display()
+            );
+        }
         let mut bytes = [0u8; 16];
         use std::io::Read;
         fs::File::open("/dev/urandom")
@@ -121,9 +162,10 @@ impl DataDir {
         Ok(fs::read_to_string(&path)?.trim().to_string())
     }
 
-    /// Scratch space on the same file system (for copies that are renamed into place).
+    /// Scratch space: in the root (on its file system, for copies that are renamed into
+    /// place), or in the scratch directory of a read-only data directory.
     pub fn scratch(&self) -> Result<PathBuf> {
-        let p = self.root.join("tmp");
+        let p = self.scratch.as_deref().unwrap_or(&self.root).join("tmp");
         fs::create_dir_all(&p)?;
         Ok(p)
     }

@@ -99,9 +99,7 @@ mod tests {
     #[test]
     fn only_directories_nobody_holds_are_swept() {
         let root = tempfile::tempdir().unwrap();
-        let data = DataDir {
-            root: root.path().to_owned(),
-        };
+        let data = DataDir::new(root.path().to_owned());
         let held = data.scratch_dir("trial").unwrap();
         // What a killed process leaves: a directory of ours that nobody locks any more.
         let left = data.scratch().unwrap().join("bench-left");
