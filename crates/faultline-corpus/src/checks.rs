@@ -93,11 +93,7 @@ pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport
 
     let symptom_names = causal_functions
         .into_iter()
-        .filter(|f| {
-            Regex::new(&format!(r"\b{}\b", regex::escape(f)))
-                .expect("escaped identifier is a valid regex")
-                .is_match(&case.symptom)
-        })
+        .filter(|f| names_identifier(&case.symptom, f))
         .collect();
 
     Ok((
@@ -114,6 +110,95 @@ pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport
         },
         gold,
     ))
+}
+
+/// Two cases that are one bug: the same two versions of the code with labeled blocks that
+/// overlap. A corpus must not hold both, or the bug counts twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// The case that comes first by id.
+    pub first: String,
+    /// The other case.
+    pub second: String,
+    /// The overlapping blocks, as `file:start-end`.
+    pub overlap: String,
+}
+
+/// Every pair of duplicate cases in `cases`.
+pub fn duplicates(cases: &[Case]) -> Vec<Duplicate> {
+    let mut found = Vec::new();
+    for (i, a) in cases.iter().enumerate() {
+        for b in &cases[i + 1..] {
+            if !same_versions(a, b) {
+                continue;
+            }
+            let overlap = a.manifest.blocks.iter().find_map(|x| {
+                b.manifest
+                    .blocks
+                    .iter()
+                    .find(|y| x.file == y.file && x.start <= y.end && y.start <= x.end)
+                    .map(|y| {
+                        format!(
+                            "{}:{}-{} and {}:{}-{}",
+                            x.file, x.start, x.end, y.file, y.start, y.end
+                        )
+                    })
+            });
+            if let Some(overlap) = overlap {
+                let (first, second) = if a.id() <= b.id() { (a, b) } else { (b, a) };
+                found.push(Duplicate {
+                    first: first.id().to_string(),
+                    second: second.id().to_string(),
+                    overlap,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Whether two cases take the same buggy and fixed code (pins aside).
+fn same_versions(a: &Case, b: &Case) -> bool {
+    use faultline_schema::case::Source;
+    match (&a.manifest.source, &b.manifest.source) {
+        (Source::Registry(x), Source::Registry(y)) => {
+            x.crate_name == y.crate_name && x.buggy == y.buggy && x.fixed == y.fixed
+        }
+        (Source::Git(x), Source::Git(y)) => {
+            x.repository.trim_end_matches(".git") == y.repository.trim_end_matches(".git")
+                && x.buggy_commit == y.buggy_commit
+                && x.fixed_commit == y.fixed_commit
+                && x.subdir == y.subdir
+        }
+        (Source::Path(x), Source::Path(y)) => {
+            let dir = |case: &Case, rel: &str| fs::canonicalize(case.dir.join(rel)).ok();
+            let (bx, by) = (dir(a, &x.buggy), dir(b, &y.buggy));
+            let (fx, fy) = (dir(a, &x.fixed), dir(b, &y.fixed));
+            bx.is_some() && bx == by && fx.is_some() && fx == fy
+        }
+        _ => false,
+    }
+}
+
+/// Whether `text` mentions the function `name` as code rather than as a word of prose: as a
+/// path segment or method (`Type::name`, `.name`), a call (`name(`, `name::<`), a code span of
+/// its own (`` `name` ``), or, for a name with an underscore, anywhere as a whole word. "actor
+/// ids" in a sentence does not name a function `actor`; `` `Change::actor` `` does.
+pub fn names_identifier(text: &str, name: &str) -> bool {
+    let n = regex::escape(name);
+    let mut patterns = vec![
+        format!(r"(::|\.)\s*{n}\b"),
+        format!(r"\b{n}\s*(\(|::<)"),
+        format!(r"`{n}`"),
+    ];
+    if name.contains('_') {
+        patterns.push(format!(r"\b{n}\b"));
+    }
+    patterns.iter().any(|p| {
+        Regex::new(p)
+            .expect("escaped identifier is a valid regex")
+            .is_match(text)
+    })
 }
 
 /// The name of the nearest `fn` at or above `line` (1-based).
@@ -137,6 +222,25 @@ fn read_sources(root: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_code_mentions_name_a_function() {
+        let named = |text| names_identifier(text, "actor");
+        assert!(!named("the actor ids of both peers differ"));
+        assert!(!named("an actor's changes arrive twice"));
+        assert!(named("panicked in `ChangeWithGraph::actor`"));
+        assert!(named("calling doc.actor() returns the wrong id"));
+        assert!(named("actor(3) is stale"));
+        assert!(named("the `actor` of the second change"));
+        assert!(names_identifier(
+            "after apply_changes runs",
+            "apply_changes"
+        ));
+        assert!(!names_identifier(
+            "after changes are applied",
+            "apply_changes"
+        ));
+    }
+
     use super::*;
 
     #[test]

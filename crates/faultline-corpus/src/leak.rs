@@ -12,6 +12,10 @@ use std::collections::BTreeSet;
 /// Added lines shorter than this (after trimming) are too generic to count as a leak.
 const MIN_LEAK_LINE: usize = 12;
 
+/// An added line that the buggy source already has elsewhere counts from this length: quoting
+/// it still points at the fix, but short ones (`return Ok(());`) are everywhere.
+const MIN_EXISTING_LEAK_LINE: usize = 20;
+
 /// Quoted strings shorter than this are too generic to search for.
 const MIN_QUOTE: usize = 8;
 
@@ -29,8 +33,9 @@ fn normalize(s: &str) -> String {
 }
 
 impl LeakCheck {
-    /// Builds the check from the gold patch, the whole buggy source text (lines that already
-    /// exist there are not a leak), the fixed-version markers and the upstream references.
+    /// Builds the check from the gold patch, the whole buggy source text (a line that already
+    /// exists there is a leak only from [`MIN_EXISTING_LEAK_LINE`] characters), the
+    /// fixed-version markers and the upstream references.
     pub fn new(
         gold: &TreeDiff,
         buggy_sources: &[String],
@@ -47,7 +52,7 @@ impl LeakCheck {
             .into_iter()
             .map(|(_, l)| normalize(l))
             .filter(|l| l.len() >= MIN_LEAK_LINE && l.chars().any(char::is_alphanumeric))
-            .filter(|l| !existing.contains(l))
+            .filter(|l| !existing.contains(l) || l.len() >= MIN_EXISTING_LEAK_LINE)
             .collect();
         let markers = fixed_markers
             .iter()
@@ -183,6 +188,42 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].kind, LeakKind::FixLine);
         assert_eq!(found[0].line, 2);
+    }
+
+    #[test]
+    fn a_long_fix_line_is_a_leak_even_where_the_buggy_source_has_it_elsewhere() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(a.path().join("src")).unwrap();
+        std::fs::create_dir_all(b.path().join("src")).unwrap();
+        let other =
+            "fn reset(&mut self) {\n    self.commit_index = self.applied;\n    return Ok(());\n}\n";
+        let old = format!("{other}fn step(&mut self) {{\n    self.tick();\n}}\n");
+        let new = format!(
+            "{other}fn step(&mut self) {{\n    self.commit_index = self.applied;\n    return Ok(());\n    self.tick();\n}}\n"
+        );
+        std::fs::write(a.path().join("src/lib.rs"), &old).unwrap();
+        std::fs::write(b.path().join("src/lib.rs"), &new).unwrap();
+        let gold = diff_trees(a.path(), b.path()).unwrap();
+        let upstream = Upstream {
+            repository: String::new(),
+            references: Vec::new(),
+            notes: None,
+        };
+        let c = LeakCheck::new(&gold, &[old], &[], &upstream);
+        let found = c.scan(
+            "symptom.md",
+            "maybe `self.commit_index = self.applied;` is missing",
+        );
+        assert!(
+            found.iter().any(|f| f.kind == LeakKind::FixLine),
+            "{found:?}"
+        );
+        // A short line that is everywhere in the source is not one.
+        assert!(
+            c.scan("symptom.md", "it ends with return Ok(()); as usual")
+                .is_empty()
+        );
     }
 
     #[test]

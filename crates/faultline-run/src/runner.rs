@@ -102,6 +102,10 @@ pub struct RunSummary {
     pub ran: usize,
     /// Outcomes of all recorded trials.
     pub outcomes: BTreeMap<String, usize>,
+    /// Cases this invocation prepared, or checked where they were prepared before.
+    pub cases_ready: usize,
+    /// Seconds spent preparing (or checking prepared) cases before the first trial.
+    pub prepare_secs: f64,
 }
 
 fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunLock> {
@@ -310,6 +314,8 @@ pub async fn run(
     let mut gold = BTreeMap::new();
     let mut names_function = BTreeMap::new();
     let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.case).collect();
+    let cases_ready = needed.len();
+    let preparing = std::time::Instant::now();
     for ci in needed {
         let case = &cfg.cases[ci];
         progress.event(ProgressEvent::Preparing(case.id().into()));
@@ -323,6 +329,7 @@ pub async fn run(
         gold.insert(case.id().to_string(), fix.diff);
         prepared.insert(case.id().to_string(), p);
     }
+    let prepare_secs = preparing.elapsed().as_secs_f64();
     for c in &cfg.cases {
         if !names_function.contains_key(c.id()) {
             names_function.insert(c.id().to_string(), false);
@@ -384,6 +391,8 @@ pub async fn run(
         resumed: trials.len() - pending.len(),
         ran: pending.len(),
         outcomes,
+        cases_ready,
+        prepare_secs,
     })
 }
 

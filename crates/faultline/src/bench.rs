@@ -11,6 +11,7 @@ use faultline_grade::workbench::{BuildTarget, Workbench};
 use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
 use faultline_schema::{GradingSettings, OracleKind};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,86 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Shards of one run (gold and null on the repair track) at once on a data directory
+    /// prepared once and shared read-only (`prepare`, then `--scratch`), against the same
+    /// shards each preparing a data directory of its own: the share of the shards' time spent
+    /// getting cases ready. Runs this executable; needs room for one prepared copy of the
+    /// cases per shard.
+    Shards {
+        /// Case ids.
+        #[arg(required = true)]
+        cases: Vec<String>,
+        /// Shards run at once.
+        #[arg(long, default_value_t = 4)]
+        shards: usize,
+    },
+}
+
+/// One shard process's wall time and the part of it spent getting its cases ready.
+struct ShardTime {
+    wall: f64,
+    preparing: f64,
+}
+
+/// Starts every shard of `cases` at once, `--data` and `--scratch` as `dirs` says for shard i,
+/// and waits for them all.
+async fn run_shards(
+    env: &Env,
+    cases: &[String],
+    shards: usize,
+    out: &Path,
+    dirs: impl Fn(usize) -> (PathBuf, Option<PathBuf>),
+) -> Result<Vec<ShardTime>> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let mut runs = Vec::new();
+    for i in 0..shards {
+        let (data, scratch) = dirs(i);
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.arg("--corpus")
+            .arg(&env.corpus_dir)
+            .arg("--data")
+            .arg(data);
+        if let Some(s) = scratch {
+            cmd.arg("--scratch").arg(s);
+        }
+        cmd.arg("run")
+            .args(cases)
+            .args(["--agent", "baseline:gold", "--agent", "baseline:null"])
+            .args(["--tracks", "repair", "--shard", &format!("{i}/{shards}")])
+            .arg("--out")
+            .arg(out.join(format!("shard-{i}")))
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true);
+        runs.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let output = cmd.output().await?;
+            let wall = started.elapsed().as_secs_f64();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if !output.status.success() {
+                bail!("shard {i} failed ({}):\n{stderr}", output.status);
+            }
+            let preparing = crate::run::cases_ready_secs(&stderr)
+                .with_context(|| format!("shard {i} did not say how long it prepared"))?;
+            Ok(ShardTime { wall, preparing })
+        }));
+    }
+    let mut times = Vec::new();
+    for run in runs {
+        times.push(run.await??);
+    }
+    Ok(times)
+}
+
+fn shard_report(what: &str, times: &[ShardTime]) -> f64 {
+    let wall: f64 = times.iter().map(|t| t.wall).sum();
+    let preparing: f64 = times.iter().map(|t| t.preparing).sum();
+    let slowest = times.iter().map(|t| t.wall).fold(0.0, f64::max);
+    println!(
+        "{what}: slowest shard {slowest:.1}s; preparing {preparing:.1}s of {wall:.1}s shard time \
+         ({:.1}%)",
+        100.0 * preparing / wall
+    );
+    slowest
 }
 
 /// A case prepared for a grading bench, and its gold patch.
@@ -276,6 +357,53 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 plain.push(t.elapsed().as_secs_f64());
             }
             report("grade a repair", graded, "incremental cargo test", plain);
+        }
+        BenchCommand::Shards { cases, shards } => {
+            for id in &cases {
+                get(id)?;
+            }
+            if shards == 0 {
+                bail!("--shards must be at least 1");
+            }
+            let work = env.data.scratch_dir("bench")?;
+            let dir = work.path();
+            eprintln!("{shards} shards, each preparing its own data directory ...");
+            let own = run_shards(env, &cases, shards, &dir.join("own"), |i| {
+                (dir.join(format!("own-data-{i}")), None)
+            })
+            .await?;
+            for i in 0..shards {
+                std::fs::remove_dir_all(dir.join(format!("own-data-{i}")))?;
+            }
+            eprintln!("preparing once, then {shards} shards sharing it read-only ...");
+            let shared_data = dir.join("shared-data");
+            let started = Instant::now();
+            let status = tokio::process::Command::new(std::env::current_exe()?)
+                .arg("--corpus")
+                .arg(&env.corpus_dir)
+                .arg("--data")
+                .arg(&shared_data)
+                .arg("prepare")
+                .args(&cases)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .await?;
+            if !status.success() {
+                bail!("preparing the shared data directory failed ({status})");
+            }
+            let prepare_once = started.elapsed().as_secs_f64();
+            let shared = run_shards(env, &cases, shards, &dir.join("shared"), |i| {
+                (shared_data.clone(), Some(dir.join(format!("scratch-{i}"))))
+            })
+            .await?;
+            let own_wall = shard_report("each shard preparing its own", &own);
+            let shared_wall = shard_report("shards sharing one prepared directory", &shared);
+            println!(
+                "preparing once took {prepare_once:.1}s; preparing once and then the shards: \
+                 {:.1}s of wall time against {own_wall:.1}s, ratio {:.2}x",
+                prepare_once + shared_wall,
+                (prepare_once + shared_wall) / own_wall
+            );
         }
         BenchCommand::Template { case, runs } => {
             let case = get(&case)?;

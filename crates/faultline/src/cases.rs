@@ -77,6 +77,10 @@ pub struct ValidateArgs {
     /// Rebuild workspaces from scratch.
     #[arg(long)]
     force_prepare: bool,
+    /// Only the checks that need no build (labels, texts and their budgets, leaks,
+    /// duplicates), for quick feedback while writing a case; sources are fetched if missing.
+    #[arg(long, conflicts_with_all = ["force_prepare", "markdown", "json"])]
+    static_only: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -116,7 +120,7 @@ pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
             json,
             markdown,
             write_readme,
-        } => list(env, filter, json, markdown, write_readme),
+        } => list_cases(env, filter, json, markdown, write_readme),
         CasesCommand::Show { case } => show(env, &case),
         CasesCommand::Validate(args) => validate(env, args).await,
         CasesCommand::Lock { cases } => lock(env, &cases).await,
@@ -132,7 +136,7 @@ pub fn selection(patterns: Vec<String>, f: Filter) -> Selection {
     }
 }
 
-fn list(
+fn list_cases(
     env: &Env,
     filter: Filter,
     json: bool,
@@ -140,6 +144,7 @@ fn list(
     write_readme: bool,
 ) -> Result<ExitCode> {
     let corpus = env.corpus()?;
+    let loaded = all_loaded(&corpus);
     let cases = corpus
         .select(&selection(vec![], filter))
         .map_err(anyhow::Error::msg)?;
@@ -153,11 +158,11 @@ fn list(
         };
         faultline_schema::io::write_atomic(&path, new.as_bytes())?;
         eprintln!("wrote {} ({} cases)", path.display(), manifests.len());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(loaded);
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&manifests)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(loaded);
     }
     let t = faultline_report::corpus::table(&manifests, &caught);
     if markdown {
@@ -166,7 +171,7 @@ fn list(
         println!("{}", t.to_terminal());
         println!("{} cases", cases.len());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(loaded)
 }
 
 /// The decoy counts of the corpus's validation report, if it has one.
@@ -212,6 +217,52 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     if cases.is_empty() {
         bail!("no case matches");
     }
+    let duplicates = faultline_corpus::checks::duplicates(&corpus.cases);
+    let duplicate_of = |id: &str| -> Vec<String> {
+        duplicates
+            .iter()
+            .filter(|d| d.first == id || d.second == id)
+            .map(|d| {
+                let other = if d.first == id { &d.second } else { &d.first };
+                format!(
+                    "the same bug as `{other}`: the same two versions, overlapping blocks {}",
+                    d.overlap
+                )
+            })
+            .collect()
+    };
+    if args.static_only {
+        let store = env.data.store();
+        let mut failed = 0;
+        for case in &cases {
+            let sources = store.case_sources(&case.manifest, &case.dir)?;
+            let (report, _) = faultline_corpus::checks::static_checks(case, &sources)?;
+            let problems: Vec<String> = report
+                .problems
+                .into_iter()
+                .chain(duplicate_of(case.id()))
+                .collect();
+            if problems.is_empty() {
+                println!("{}: ok", case.id());
+            } else {
+                failed += 1;
+                for p in &problems {
+                    println!("{}: {p}", case.id());
+                }
+            }
+        }
+        eprintln!(
+            "{} of {} cases pass the static checks",
+            cases.len() - failed,
+            cases.len()
+        );
+        let loaded = all_loaded(&corpus);
+        return Ok(if failed == 0 {
+            loaded
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
     let opts = ValidateOptions {
@@ -224,6 +275,10 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         eprintln!("[{}/{}] validating {} ...", i + 1, cases.len(), case.id());
         let mut r = validate_case(case, &env.data, &toolchain, &opts).await?;
         r.validated_at = Some(now_rfc3339());
+        for problem in duplicate_of(case.id()) {
+            r.problems.push(problem);
+            r.passed = false;
+        }
         eprintln!(
             "[{}/{}] {} {} in {:.0}s (buggy fails {}/{}, gold passes {}/{})",
             i + 1,
@@ -283,11 +338,27 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         report.cases.len() - failed,
         report.cases.len()
     );
+    let loaded = all_loaded(&corpus);
     Ok(if failed == 0 {
-        ExitCode::SUCCESS
+        loaded
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Failure when a case directory of the corpus did not load: a curator's command must not
+/// pass over a case it could not read (each was named in a warning when the corpus loaded).
+fn all_loaded(corpus: &faultline_corpus::Corpus) -> ExitCode {
+    if corpus.errors.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "error: {} case director{} of {} did not load (see the warnings above)",
+        corpus.errors.len(),
+        if corpus.errors.len() == 1 { "y" } else { "ies" },
+        corpus.root.display()
+    );
+    ExitCode::FAILURE
 }
 
 fn now_rfc3339() -> String {

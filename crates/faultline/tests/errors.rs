@@ -38,3 +38,133 @@ fn a_missing_lock_says_the_directory_is_not_a_run() {
     assert!(err.contains("has no lock.json"), "{err}");
     assert!(!err.contains("os error"), "{err}");
 }
+
+/// Copies `from` to `to`, files and directories.
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let target = to.join(entry.path().strip_prefix(from).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A copy of the fixture corpus (with the fixture crate its path sources point at) to change.
+fn fixture_copy(into: &Path) -> std::path::PathBuf {
+    let fixtures = faultline_testkit::fixture_corpus().join("..");
+    copy_tree(&fixtures.join("corpus"), &into.join("corpus"));
+    copy_tree(&fixtures.join("toy-tree"), &into.join("toy-tree"));
+    into.join("corpus")
+}
+
+fn faultline_on(corpus: &Path, data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("--corpus")
+        .arg(corpus)
+        .env("FAULTLINE_DATA", data)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A curator's commands fail when a case directory does not load, after doing their work on
+/// the cases that did; the broken file is named.
+#[test]
+fn a_case_that_does_not_load_fails_listing_and_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let broken = corpus.join("toy/toy-broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("case.toml"),
+        "schema_version = 1\nid = \"toy-broken\"\n[source\n",
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let list = faultline_on(&corpus, &data, &["cases", "list"]);
+    let err = String::from_utf8_lossy(&list.stderr);
+    assert!(!list.status.success(), "{err}");
+    assert!(err.contains("toy-broken"), "{err}");
+    assert!(err.contains("1 case directory"), "{err}");
+    assert!(String::from_utf8_lossy(&list.stdout).contains("toy-double-merge"));
+
+    let validate = faultline_on(
+        &corpus,
+        &data,
+        &["cases", "validate", "--all", "--static-only"],
+    );
+    let err = String::from_utf8_lossy(&validate.stderr);
+    assert!(!validate.status.success(), "{err}");
+    assert!(err.contains("1 of 1 cases pass the static checks"), "{err}");
+    assert!(err.contains("did not load"), "{err}");
+}
+
+/// The same bug written down twice (same versions, overlapping blocks) fails both cases.
+#[test]
+fn a_duplicate_case_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let again = corpus.join("toy/toy-double-merge-again");
+    copy_tree(&corpus.join("toy/toy-double-merge"), &again);
+    let toml = std::fs::read_to_string(again.join("case.toml")).unwrap();
+    std::fs::write(
+        again.join("case.toml"),
+        toml.replace(
+            "id = \"toy-double-merge\"",
+            "id = \"toy-double-merge-again\"",
+        ),
+    )
+    .unwrap();
+    let out = faultline_on(
+        &corpus,
+        &tmp.path().join("data"),
+        &["cases", "validate", "--all", "--static-only"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    for (case, other) in [
+        ("toy-double-merge", "toy-double-merge-again"),
+        ("toy-double-merge-again", "toy-double-merge"),
+    ] {
+        assert!(
+            text.contains(&format!("{case}: the same bug as `{other}`")),
+            "{text}"
+        );
+    }
+}
+
+/// A symptom that quotes a line of the fix is a leak, even where the buggy source has the
+/// same line in another place.
+#[test]
+fn a_fix_line_quoted_in_the_symptom_is_a_leak_even_if_the_source_has_it_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let elsewhere = "\n/// Keeps the larger of two counts.\npub fn keep_larger(mine: &mut u64, count: &u64) {\n    *mine = (*mine).max(*count);\n}\n";
+    for version in ["buggy", "fixed"] {
+        let lib = tmp.path().join(format!("toy-tree/{version}/src/lib.rs"));
+        let text = std::fs::read_to_string(&lib).unwrap();
+        std::fs::write(&lib, format!("{text}{elsewhere}")).unwrap();
+    }
+    let symptom = corpus.join("toy/toy-double-merge/symptom.md");
+    let text = std::fs::read_to_string(&symptom).unwrap();
+    let data = tmp.path().join("data");
+    let args = ["cases", "validate", "toy-double-merge", "--static-only"];
+    let clean = faultline_on(&corpus, &data, &args);
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    std::fs::write(
+        &symptom,
+        format!("{text}\nMaybe merge should do `*mine = (*mine).max(*count);` instead?\n"),
+    )
+    .unwrap();
+    let out = faultline_on(&corpus, &data, &args);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    assert!(report.contains("FixLine"), "{report}");
+}

@@ -220,18 +220,30 @@ impl FunctionIndex {
                 }
             }
             for c in PATH.captures_iter(line) {
-                let name = &c[1];
-                for f in self
-                    .functions
-                    .iter()
-                    .filter(|f| f.name.rsplit("::").next() == Some(name))
-                {
+                let path: Vec<&str> = c[0].split("::").collect();
+                for f in self.functions.iter().filter(|f| path_names(&path, &f.name)) {
                     add(f, &mut found);
                 }
             }
         }
         found.into_iter().take(k).map(block_of).collect()
     }
+}
+
+/// Whether a path from a report (`raft::Raft::new`, split at `::`) names the function `name`
+/// (`Type::method`, or a free function's name): the path ends with the type and the method, so
+/// `Raft::new` names no other type's `new`; a free function is named only by a path whose
+/// segment before it is a module, not a type.
+fn path_names(path: &[&str], name: &str) -> bool {
+    let segments: Vec<&str> = name.split("::").collect();
+    if !path.ends_with(&segments) {
+        return false;
+    }
+    segments.len() > 1
+        || path
+            .len()
+            .checked_sub(2)
+            .is_none_or(|owner| !path[owner].starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
 fn block_of(f: &FunctionBlock) -> DiagnosedBlock {
@@ -411,6 +423,31 @@ mod tests {
         let names: Vec<_> = blocks.iter().map(|b| b.symbol.clone().unwrap()).collect();
         assert_eq!(names, ["Ledger::snapshot", "Ledger::apply_delete"]);
         assert!(idx.from_traces("no trace here", 3).is_empty());
+    }
+
+    #[test]
+    fn a_method_path_names_that_types_method_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("src")).unwrap();
+        std::fs::write(
+            d.path().join("src/lib.rs"),
+            "pub struct Raft;\nimpl Raft {\n    pub fn new() -> Self {\n        Raft\n    }\n}\n\
+             pub struct Log;\nimpl Log {\n    pub fn new() -> Self {\n        Log\n    }\n}\n\
+             pub fn new() {}\npub fn step() {}\n",
+        )
+        .unwrap();
+        let idx = FunctionIndex::build(d.path()).unwrap();
+        let names = |report| -> Vec<String> {
+            idx.from_traces(report, 5)
+                .iter()
+                .map(|b| b.symbol.clone().unwrap())
+                .collect()
+        };
+        assert_eq!(names("calling Raft::new twice"), ["Raft::new"]);
+        assert_eq!(names("  4: raft::Raft::new"), ["Raft::new"]);
+        assert_eq!(names("  7: raft::core::step"), ["step"]);
+        assert_eq!(names("  7: raft::new"), ["new"]);
+        assert!(names("Peer::new").is_empty());
     }
 
     #[test]
