@@ -3,18 +3,26 @@
 //! The writable mounts are host directories, so what a command writes there lands on the host's
 //! disk. No kernel mechanism that every host has bounds one directory tree (quotas need file
 //! system support and mount options), so the harness measures: before the sandbox's first
-//! command, and then once a second while a command runs and once when it ends. A command that
-//! took the mounts past the limit is killed. No single file can outgrow the limit meanwhile
-//! (`RLIMIT_FSIZE`, set by the launcher), so what a command can write between two measurements
-//! is bounded by the disk's speed for a second.
+//! command, and then while a command runs, as often as costs at most a twentieth of a core
+//! (every 100 ms for a small tree, at least once a second for a large one), and once when it
+//! ends. A command that took the mounts past the limit is killed. No single file can outgrow
+//! the limit meanwhile (`RLIMIT_FSIZE`, set by the launcher), so what a command can write
+//! between two measurements is bounded by the disk's speed (or the page cache's) over one
+//! interval.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// How often a running command's mounts are measured.
-pub(crate) const TICK: Duration = Duration::from_secs(1);
+/// The shortest interval between two measurements of a running command's mounts.
+const MIN_TICK: Duration = Duration::from_millis(100);
+
+/// The longest: a tree so large that measuring it takes 50 ms is still measured every second.
+const MAX_TICK: Duration = Duration::from_secs(1);
+
+/// The interval is this many times what the last measurement took (a twentieth of a core).
+const TICK_PER_COST: u32 = 20;
 
 /// Commands shorter than this are not measured at their end: at disk speed they cannot have
 /// written much, and the next command's first measurement sees it.
@@ -48,17 +56,21 @@ impl DiskWatch {
         usage(&self.roots).saturating_sub(base) > self.limit
     }
 
-    /// Resolves once the mounts have grown past the limit (measuring every [`TICK`]).
+    /// Resolves once the mounts have grown past the limit, measuring them as often as costs
+    /// a twentieth of a core, between [`MIN_TICK`] and [`MAX_TICK`].
     pub(crate) async fn over_limit(self: std::sync::Arc<Self>) {
+        let mut tick = MIN_TICK;
         loop {
-            tokio::time::sleep(TICK).await;
+            tokio::time::sleep(tick).await;
             let me = self.clone();
+            let started = std::time::Instant::now();
             if tokio::task::spawn_blocking(move || me.exceeded())
                 .await
                 .unwrap_or(false)
             {
                 return;
             }
+            tick = (started.elapsed() * TICK_PER_COST).clamp(MIN_TICK, MAX_TICK);
         }
     }
 }
