@@ -22,7 +22,7 @@ use std::sync::LazyLock;
 struct Sources {
     corpus: Corpus,
     buggy: BTreeMap<String, PathBuf>,
-    _scratch: Option<tempfile::TempDir>,
+    _scratch: Option<faultline_testkit::ProcessDir>,
 }
 
 static SOURCES: LazyLock<Sources> = LazyLock::new(|| {
@@ -31,7 +31,7 @@ static SOURCES: LazyLock<Sources> = LazyLock::new(|| {
     let (data, scratch) = match registry::reused_data_dir() {
         Some(d) => (d, None),
         None => {
-            let t = tempfile::tempdir().unwrap();
+            let t = faultline_testkit::ProcessDir::new().unwrap();
             (t.path().to_path_buf(), Some(t))
         }
     };

@@ -22,6 +22,7 @@ pub mod isolation;
 pub mod layout;
 pub mod prepared;
 pub mod reproducer;
+pub mod requirements;
 pub mod resolve;
 pub mod scratch;
 
@@ -107,6 +108,7 @@ pub async fn prepare(
         }
     }
 
+    requirements::check_installed(case)?;
     let staging = root.with_extension("partial");
     if staging.exists() {
         fs::remove_dir_all(&staging)?;

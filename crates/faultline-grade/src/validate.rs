@@ -19,6 +19,7 @@ use faultline_corpus::{
 use faultline_sandbox::{LimitHit, Toolchain};
 use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Options for validating cases.
@@ -112,6 +113,18 @@ pub async fn validate_case(
     report.problems.extend(checks.problems.iter().cloned());
     report.static_checks = Some(checks);
     report.problems.extend(curation_problems(case));
+    let targets: Vec<std::path::PathBuf> = [&prepared.stamp.agent, &prepared.stamp.grade]
+        .iter()
+        .flat_map(|t| [Some(&t.workspace), t.oracle.as_ref()])
+        .flatten()
+        .map(|dir| dir.join("target"))
+        .collect();
+    let targets: Vec<&std::path::Path> = targets.iter().map(|t| t.as_path()).collect();
+    report
+        .problems
+        .extend(faultline_corpus::workspace::requirements::undeclared(
+            case, &targets,
+        ));
     let gold = match gold_patch(case, &prepared.sources) {
         Ok(gold) => gold,
         Err(e) => {
@@ -166,11 +179,21 @@ pub async fn validate_case(
             ));
         }
         if let Some(r) = &v.regression
-            && !r.passed
+            && !r.failures.is_empty()
         {
             report.problems.push(format!(
                 "regression tests fail on the {name} version: {}",
                 r.failures.join(", ")
+            ));
+        }
+        if let Some(r) = &v.regression
+            && !r.flaky.is_empty()
+        {
+            report.problems.push(format!(
+                "flaky regression tests on the {name} version (run {} times, two at once): {}; \
+                 add them to [regression] skip in case.toml, with a comment saying why",
+                r.runs.unwrap_or(1),
+                r.flaky.join(", ")
             ));
         }
         if v.runs.iter().any(|r| r.verdict == RunVerdict::NoTests) {
@@ -333,17 +356,66 @@ pub async fn run_variant(
     } else {
         binaries
     };
-    let regression = run_regression(&bench, &binaries, case, &plan).await?;
-    let mut run = regression.run;
-    if let Some(why) = regression.forged {
-        run.passed = false;
-        run.failures.push(format!("forged output: {why}"));
-    }
+    let run = if variant == Variant::Decoy {
+        let regression = run_regression(&bench, &binaries, case, &plan).await?;
+        let mut run = regression.run;
+        if let Some(why) = regression.forged {
+            run.passed = false;
+            run.failures.push(format!("forged output: {why}"));
+        }
+        run
+    } else {
+        regression_under_load(&bench, &binaries, case, &plan, k).await?
+    };
     Ok(VariantResult {
         build_error: None,
         build_secs,
         runs,
         regression: Some(run),
+    })
+}
+
+/// Runs the regression set once alone, then `rounds - 1` times two copies at once (load of the
+/// kind a grading machine sees), and sorts the failures: tests that failed every time, and
+/// flaky ones that failed only sometimes, which validation reports for the case's skip list.
+async fn regression_under_load(
+    bench: &Workbench,
+    binaries: &[TestBinary],
+    case: &Case,
+    plan: &VerdictPlan,
+    rounds: u32,
+) -> Result<RegressionRun> {
+    let mut all = vec![run_regression(bench, binaries, case, plan).await?];
+    for _ in 1..rounds.max(1) {
+        let (a, b) = tokio::join!(
+            run_regression(bench, binaries, case, plan),
+            run_regression(bench, binaries, case, plan)
+        );
+        all.extend([a?, b?]);
+    }
+    let mut failed_in: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &all {
+        for name in r.run.failures.iter().collect::<BTreeSet<_>>() {
+            *failed_in.entry(name.clone()).or_default() += 1;
+        }
+    }
+    let runs = all.len();
+    let (failures, flaky): (Vec<_>, Vec<_>) = failed_in.into_iter().partition(|(_, n)| *n == runs);
+    let mut failures: Vec<String> = failures.into_iter().map(|(name, _)| name).collect();
+    let flaky: Vec<String> = flaky
+        .into_iter()
+        .map(|(name, n)| format!("{name} (failed {n} of {runs} runs)"))
+        .collect();
+    if let Some(why) = all.iter().find_map(|r| r.forged.clone()) {
+        failures.push(format!("forged output: {why}"));
+    }
+    Ok(RegressionRun {
+        passed: failures.is_empty() && flaky.is_empty(),
+        tests_passed: all[0].run.tests_passed,
+        failures,
+        wall_secs: all.iter().map(|r| r.run.wall_secs).sum(),
+        flaky,
+        runs: Some(runs as u32),
     })
 }
 
@@ -433,6 +505,8 @@ pub async fn run_regression(
             tests_passed,
             failures,
             wall_secs: wall,
+            flaky: Vec::new(),
+            runs: None,
         },
         forged,
         limit,

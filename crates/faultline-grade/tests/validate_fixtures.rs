@@ -287,3 +287,47 @@ fn a_malformed_case_toml_names_the_file_and_line() {
     assert!(err.contains("toy-malformed/case.toml"), "{err}");
     assert!(err.contains("line 9"), "{err}");
 }
+
+#[tokio::test]
+async fn a_regression_test_that_fails_only_sometimes_is_reported_for_skip() {
+    let root = tempfile::tempdir().unwrap();
+    let tree = root.path().join("tree");
+    let flaky_test = "\n    #[test]\n    fn counts_its_runs() {\n        \
+        let path = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"target/runs\");\n        \
+        let n: u32 = std::fs::read_to_string(&path).ok().and_then(|s| s.parse().ok()).unwrap_or(0);\n        \
+        std::fs::write(&path, (n + 1).to_string()).unwrap();\n        \
+        assert!(n % 2 == 0, \"fails every other run\");\n    }\n}\n";
+    for version in ["buggy", "fixed"] {
+        let from = faultline_testkit::fixture_tree().join(version);
+        let to = tree.join(version);
+        for entry in walkdir::WalkDir::new(&from) {
+            let entry = entry.unwrap();
+            let target = to.join(entry.path().strip_prefix(&from).unwrap());
+            if entry.file_type().is_dir() {
+                fs::create_dir_all(&target).unwrap();
+            } else {
+                fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+        let lib = to.join("src/lib.rs");
+        let text = fs::read_to_string(&lib).unwrap();
+        let end = text.rfind('}').unwrap();
+        fs::write(&lib, format!("{}{flaky_test}", &text[..end])).unwrap();
+    }
+    let case = write_case(root.path(), "toy-flaky-regression", |dir| {
+        let path = dir.join("case.toml");
+        let fixture = faultline_testkit::fixture_tree().canonicalize().unwrap();
+        let text = fs::read_to_string(&path)
+            .unwrap()
+            .replace(&fixture.display().to_string(), &tree.display().to_string());
+        fs::write(&path, text).unwrap();
+    });
+    let v = validate_k(&case, &root.path().join("data"), 2).await;
+    assert!(!v.passed);
+    let p = problems(&v);
+    assert!(
+        p.contains("flaky regression tests on the gold version (run 3 times, two at once): tests::counts_its_runs"),
+        "{p}"
+    );
+    assert!(!p.contains("regression tests fail on"), "{p}");
+}

@@ -51,6 +51,20 @@ pub struct CaseManifest {
     /// The labeled causal code blocks, in the buggy source.
     #[serde(default)]
     pub blocks: Vec<LabeledBlock>,
+    /// Programs beyond the Rust toolchain that building the case needs on the machine (a C
+    /// build tool a dependency's build script runs); preparation checks them first.
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
+}
+
+/// A program a case's build runs, and where to get it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Requirement {
+    /// The command, looked up on `PATH`.
+    pub command: String,
+    /// The Debian package that provides it.
+    pub debian: String,
 }
 
 /// A symptom-suppressing patch kept with a case, to measure what its oracle can tell apart.

@@ -231,15 +231,22 @@ pub struct OracleRun {
     pub test_secs: Option<f64>,
 }
 
-/// One run of the regression tests.
+/// One run of the regression tests (in validation, the verdict of several).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RegressionRun {
-    /// Every selected test passed.
+    /// Every selected test passed, every time.
     pub passed: bool,
     /// Tests that ran and passed.
     pub tests_passed: u32,
-    /// Names of tests that failed or did not finish.
+    /// Names of tests that failed or did not finish (in validation: in every run).
     pub failures: Vec<String>,
     /// Wall-clock seconds.
     pub wall_secs: f64,
+    /// Validation only: tests that failed in some runs and passed in others, when the set was
+    /// run repeatedly, two copies at once, to find them before they fail someone's grade.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaky: Vec<String>,
+    /// Validation only: how many times the set ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
 }

@@ -111,9 +111,10 @@ impl Prepared {
 }
 
 /// A case prepared by the first test of a test binary that asks for it and shared by the rest
-/// (each test binary is one process), in a temporary directory that lives as long as the process.
+/// (each test binary is one process), in a directory that lives as long as the process
+/// ([`crate::ProcessDir`]).
 pub struct Shared {
-    dir: OnceLock<tempfile::TempDir>,
+    dir: OnceLock<crate::ProcessDir>,
     prepared: OnceCell<Prepared>,
 }
 
@@ -134,7 +135,9 @@ impl Shared {
     {
         self.prepared
             .get_or_init(|| {
-                let dir = self.dir.get_or_init(|| tempfile::tempdir().unwrap());
+                let dir = self
+                    .dir
+                    .get_or_init(|| crate::ProcessDir::new().expect("a process directory"));
                 make(dir.path().to_path_buf())
             })
             .await

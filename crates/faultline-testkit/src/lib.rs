@@ -6,8 +6,10 @@
 
 pub mod fixtures;
 pub mod needs;
+pub mod process_dir;
 
 pub use fixtures::{
     Prepared, Shared, corpus_dir, fixture_case, fixture_corpus, fixture_gold, fixture_tree, patch,
 };
 pub use needs::{protected, registry, required};
+pub use process_dir::ProcessDir;

@@ -97,7 +97,9 @@ mod needs_pypi {
              registry; `cargo test -- --skip needs_pypi::` leaves it out)"
         );
         // Another test process may have finished first; either copy will do.
-        if std::fs::rename(building.keep(), &dir).is_err() {
+        let built = building.keep();
+        if std::fs::rename(&built, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&built);
             assert!(python.exists());
         }
         python
