@@ -31,7 +31,7 @@ pub use copy::copy_preserving;
 pub use reproducer::{REPRODUCER_PATH, install_reproducer};
 
 use crate::case::Case;
-use crate::manifest::Manifest;
+use crate::manifest::{Depth, Manifest};
 use crate::store::{CaseSources, copy_tree};
 use anyhow::{Context, Result, bail};
 use faultline_sandbox::Toolchain;
@@ -90,7 +90,7 @@ pub async fn prepare(
         // A template that matches its manifest is the warm build it was when recorded (the
         // toolchain's version is among the inputs), so it needs no build to re-check it; a
         // build there would itself be a writer the manifest could not tell from damage.
-        match intact_manifest(&root, &stamp) {
+        match intact_manifest(&root, &stamp, Depth::Content) {
             Ok(manifest) => {
                 return Ok(PreparedCase {
                     stamp,
@@ -173,7 +173,9 @@ fn prepared_read_only(
             "the prepared workspace is of another version of the case or toolchain".into(),
         ));
     }
-    let manifest = intact_manifest(root, &stamp)
+    // Metadata, not hashes: every write to a file moves its `ctime`, this process cannot repair
+    // what it finds, and every grade checks its template's metadata again before using it.
+    let manifest = intact_manifest(root, &stamp, Depth::Metadata)
         .map_err(|found| not_ready(format!("the prepared workspace is damaged ({found})")))?;
     Ok(PreparedCase {
         stamp,

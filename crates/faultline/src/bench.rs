@@ -65,7 +65,7 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
-    /// Shards of one run (gold and null on the repair track) at once on a data directory
+    /// Shards of one run (the gold and null baselines) at once on a data directory
     /// prepared once and shared read-only (`prepare`, then `--scratch`), against the same
     /// shards each preparing a data directory of its own: the share of the shards' time spent
     /// getting cases ready. Runs this executable; needs room for one prepared copy of the
@@ -77,6 +77,9 @@ pub enum BenchCommand {
         /// Shards run at once.
         #[arg(long, default_value_t = 4)]
         shards: usize,
+        /// The run's tracks.
+        #[arg(long, default_value = "repair,reproduce")]
+        tracks: String,
     },
 }
 
@@ -91,6 +94,7 @@ struct ShardTime {
 async fn run_shards(
     env: &Env,
     cases: &[String],
+    tracks: &str,
     shards: usize,
     out: &Path,
     dirs: impl Fn(usize) -> (PathBuf, Option<PathBuf>),
@@ -110,7 +114,7 @@ async fn run_shards(
         cmd.arg("run")
             .args(cases)
             .args(["--agent", "baseline:gold", "--agent", "baseline:null"])
-            .args(["--tracks", "repair", "--shard", &format!("{i}/{shards}")])
+            .args(["--tracks", tracks, "--shard", &format!("{i}/{shards}")])
             .arg("--out")
             .arg(out.join(format!("shard-{i}")))
             .stdout(std::process::Stdio::null())
@@ -358,7 +362,11 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             }
             report("grade a repair", graded, "incremental cargo test", plain);
         }
-        BenchCommand::Shards { cases, shards } => {
+        BenchCommand::Shards {
+            cases,
+            shards,
+            tracks,
+        } => {
             for id in &cases {
                 get(id)?;
             }
@@ -368,7 +376,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             let work = env.data.scratch_dir("bench")?;
             let dir = work.path();
             eprintln!("{shards} shards, each preparing its own data directory ...");
-            let own = run_shards(env, &cases, shards, &dir.join("own"), |i| {
+            let own = run_shards(env, &cases, &tracks, shards, &dir.join("own"), |i| {
                 (dir.join(format!("own-data-{i}")), None)
             })
             .await?;
@@ -392,7 +400,7 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 bail!("preparing the shared data directory failed ({status})");
             }
             let prepare_once = started.elapsed().as_secs_f64();
-            let shared = run_shards(env, &cases, shards, &dir.join("shared"), |i| {
+            let shared = run_shards(env, &cases, &tracks, shards, &dir.join("shared"), |i| {
                 (shared_data.clone(), Some(dir.join(format!("scratch-{i}"))))
             })
             .await?;

@@ -193,8 +193,13 @@ pub(super) fn worth_hashing(dir: &str, path: &str, entry: &Entry) -> bool {
 }
 
 /// The manifest of a prepared case, if it belongs to the stamp and every template still matches
-/// it to the content; otherwise what is wrong.
-pub(super) fn intact_manifest(root: &Path, stamp: &Stamp) -> std::result::Result<Manifest, String> {
+/// it to `depth` (the content where `prepare` may repair, the metadata where a process only
+/// reads the data directory); otherwise what is wrong.
+pub(super) fn intact_manifest(
+    root: &Path,
+    stamp: &Stamp,
+    depth: Depth,
+) -> std::result::Result<Manifest, String> {
     let manifest: Manifest =
         faultline_schema::io::read_json(&root.join("manifest.json"), "template manifest")
             .map_err(|e| format!("its manifest is unreadable ({e})"))?;
@@ -202,7 +207,7 @@ pub(super) fn intact_manifest(root: &Path, stamp: &Stamp) -> std::result::Result
         return Err("its manifest.json is not the one stamp.json records".into());
     }
     let damage = manifest
-        .check(root, &all_dirs(stamp), Depth::Content)
+        .check(root, &all_dirs(stamp), depth)
         .map_err(|e| format!("its templates cannot be read ({e})"))?;
     if damage.is_empty() {
         Ok(manifest)
