@@ -541,3 +541,64 @@ fn a_second_writer_of_a_run_directory_is_refused_and_a_killed_one_lets_go() {
     );
     assert_eq!(records(&run).len(), EXPECTED_TRIALS);
 }
+
+/// Processes that prepare the same case in one data directory at once wait for each other: one
+/// builds it, the others find it built, and all succeed.
+#[test]
+fn concurrent_preparations_of_one_data_directory_wait_for_each_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let prepare = || {
+        faultline(&data)
+            .args(["prepare", "toy-double-merge"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let run = faultline(&data)
+        .args([
+            "run",
+            "toy-double-merge",
+            "--agent",
+            "baseline:gold",
+            "--tracks",
+            "repair",
+        ])
+        .arg("--out")
+        .arg(tmp.path().join("run"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let preparing = [prepare(), prepare()];
+    let mut built = 0;
+    for child in preparing {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        built += usize::from(text.contains(" prepared "));
+        assert!(
+            text.contains(" prepared ") || text.contains(" checked "),
+            "{text}"
+        );
+    }
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(built <= 1, "the case was built {built} times");
+    let workspaces: Vec<_> = std::fs::read_dir(data.join("workspaces"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .collect();
+    assert_eq!(workspaces.len(), 1);
+    assert_eq!(records(&tmp.path().join("run")).len(), 2);
+}
