@@ -127,7 +127,7 @@ async fn run_shards(
             if !output.status.success() {
                 bail!("shard {i} failed ({}):\n{stderr}", output.status);
             }
-            let preparing = crate::run::cases_ready_secs(&stderr)
+            let preparing = cases_ready_secs(&stderr)
                 .with_context(|| format!("shard {i} did not say how long it prepared"))?;
             Ok(ShardTime { wall, preparing })
         }));
@@ -460,4 +460,37 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The summary line saying how long a run spent getting its cases ready, which `bench shards`
+/// reads back from each shard.
+pub fn cases_ready_line(cases: usize, secs: f64) -> String {
+    format!("{CASES_READY} {cases} cases in {secs:.2}s")
+}
+
+const CASES_READY: &str = "prepared or checked";
+
+/// The seconds of [`cases_ready_line`] in a run's standard error.
+pub fn cases_ready_secs(stderr: &str) -> Option<f64> {
+    stderr.lines().find_map(|l| {
+        l.strip_prefix(CASES_READY)?
+            .trim()
+            .split_once(" cases in ")?
+            .1
+            .strip_suffix('s')?
+            .parse()
+            .ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cases_ready_line_reads_back() {
+        let stderr = format!("preparing x\n{}\n4 trials\n", cases_ready_line(3, 1.234));
+        assert_eq!(cases_ready_secs(&stderr), Some(1.23));
+        assert_eq!(cases_ready_secs("4 trials: 0 already recorded"), None);
+    }
 }

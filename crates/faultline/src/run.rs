@@ -325,7 +325,7 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
     progress.finish();
     eprintln!(
         "{}",
-        cases_ready_line(summary.cases_ready, summary.prepare_secs)
+        crate::bench::cases_ready_line(summary.cases_ready, summary.prepare_secs)
     );
     eprintln!(
         "{} trials: {} already recorded, {} run now; outcomes: {}",
@@ -567,37 +567,4 @@ pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
     );
     write_reports(env, &corpus, &args.out)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The summary line saying how long a run spent getting its cases ready, which `bench shards`
-/// reads back from each shard.
-pub fn cases_ready_line(cases: usize, secs: f64) -> String {
-    format!("{CASES_READY} {cases} cases in {secs:.2}s")
-}
-
-const CASES_READY: &str = "prepared or checked";
-
-/// The seconds of [`cases_ready_line`] in a run's standard error.
-pub fn cases_ready_secs(stderr: &str) -> Option<f64> {
-    stderr.lines().find_map(|l| {
-        l.strip_prefix(CASES_READY)?
-            .trim()
-            .split_once(" cases in ")?
-            .1
-            .strip_suffix('s')?
-            .parse()
-            .ok()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cases_ready_line_reads_back() {
-        let stderr = format!("preparing x\n{}\n4 trials\n", cases_ready_line(3, 1.234));
-        assert_eq!(cases_ready_secs(&stderr), Some(1.23));
-        assert_eq!(cases_ready_secs("4 trials: 0 already recorded"), None);
-    }
 }
