@@ -136,6 +136,32 @@ pub fn selection(patterns: Vec<String>, f: Filter) -> Selection {
     }
 }
 
+/// The cases a command names by ids or patterns, `--all` or `--suite`, and the filters; at
+/// least one, or an error saying how to name them (`verb` is what the command does to them).
+fn chosen<'a>(
+    corpus: &'a faultline_corpus::Corpus,
+    ids: &[String],
+    all: bool,
+    suite: Option<&str>,
+    filter: Filter,
+    verb: &str,
+) -> Result<Vec<&'a Case>> {
+    let patterns = match suite {
+        Some(name) => corpus.suite(name)?,
+        None => ids.to_vec(),
+    };
+    if patterns.is_empty() && !all {
+        bail!("name the cases to {verb}, or pass --all or --suite NAME");
+    }
+    let cases = corpus
+        .select(&selection(patterns, filter))
+        .map_err(anyhow::Error::msg)?;
+    if cases.is_empty() {
+        bail!("no case matches");
+    }
+    Ok(cases)
+}
+
 fn list_cases(
     env: &Env,
     filter: Filter,
@@ -204,19 +230,14 @@ fn toml_of(case: &Case) -> Result<String> {
 
 async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     let corpus = env.corpus()?;
-    let patterns = match &args.suite {
-        Some(name) => corpus.suite(name)?,
-        None => args.cases.clone(),
-    };
-    if patterns.is_empty() && !args.all {
-        bail!("name the cases to validate, or pass --all or --suite NAME");
-    }
-    let cases = corpus
-        .select(&selection(patterns, args.filter))
-        .map_err(anyhow::Error::msg)?;
-    if cases.is_empty() {
-        bail!("no case matches");
-    }
+    let cases = chosen(
+        &corpus,
+        &args.cases,
+        args.all,
+        args.suite.as_deref(),
+        args.filter,
+        "validate",
+    )?;
     let duplicates = faultline_corpus::checks::duplicates(&corpus.cases);
     let duplicate_of = |id: &str| -> Vec<String> {
         duplicates
@@ -388,19 +409,14 @@ async fn lock(env: &Env, ids: &[String]) -> Result<ExitCode> {
 
 pub async fn prepare(env: &Env, args: PrepareArgs) -> Result<ExitCode> {
     let corpus = env.corpus()?;
-    let patterns = match &args.suite {
-        Some(name) => corpus.suite(name)?,
-        None => args.cases.clone(),
-    };
-    if patterns.is_empty() && !args.all {
-        bail!("name the cases to prepare, or pass --all or --suite NAME");
-    }
-    let cases = corpus
-        .select(&selection(patterns, args.filter))
-        .map_err(anyhow::Error::msg)?;
-    if cases.is_empty() {
-        bail!("no case matches");
-    }
+    let cases = chosen(
+        &corpus,
+        &args.cases,
+        args.all,
+        args.suite.as_deref(),
+        args.filter,
+        "prepare",
+    )?;
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
     let started = std::time::Instant::now();
