@@ -26,7 +26,15 @@ pub fn decoys_caught(report: &ValidationReport) -> DecoysCaught {
 /// One row per case; the decoys column says how many of them validation saw caught.
 pub fn table(cases: &[&CaseManifest], caught: &DecoysCaught) -> Table {
     let mut t = Table::new([
-        "case", "system", "versions", "category", "tier", "oracle", "decoys", "symptom",
+        "case",
+        "system",
+        "versions",
+        "category",
+        "tier",
+        "nodes: across",
+        "oracle",
+        "decoys",
+        "symptom",
     ]);
     for m in cases {
         let versions = match &m.source {
@@ -45,6 +53,9 @@ pub fn table(cases: &[&CaseManifest], caught: &DecoysCaught) -> Table {
             versions,
             m.category.to_string(),
             m.tier.to_string(),
+            m.scenario
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |s| s.describe()),
             format!(
                 "{}{}",
                 match m.oracle.kind {

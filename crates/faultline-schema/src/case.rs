@@ -1,8 +1,10 @@
 //! `case.toml`, format version 1: one real bug, how to fetch both versions of its code, how to
 //! check a fix, and where the cause is.
 
+mod scenario;
 mod source;
 
+pub use scenario::{Reasoning, Scenario};
 pub use source::{GitSource, PathSource, Pin, RegistrySource, Source, Upstream};
 
 use crate::diagnosis::DIAGNOSIS_LINE_BUDGET;
@@ -35,6 +37,10 @@ pub struct CaseManifest {
     /// Difficulty tier: 1 (hardest: spans nodes or needs an interleaving) to 3 (local, visible
     /// from the error itself). See the rubric in `corpus/README.md`.
     pub tier: u8,
+    /// The nodes the scenario involves and what a diagnosis must reason across (absent in
+    /// cases written before it was recorded).
+    #[serde(default)]
+    pub scenario: Option<Scenario>,
     /// Where the buggy and fixed code come from.
     pub source: Source,
     /// Where the fix was made upstream; for curators only, never shown to agents.
@@ -308,6 +314,9 @@ impl CaseManifest {
         }
         if !(1..=3).contains(&self.tier) {
             return bad(format!("tier {} is out of range 1..=3", self.tier));
+        }
+        if let Some(problem) = self.scenario.as_ref().and_then(Scenario::problem) {
+            return bad(problem);
         }
         if let Source::Registry(r) = &self.source
             && r.fixed <= r.buggy
