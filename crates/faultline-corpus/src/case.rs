@@ -1,6 +1,6 @@
 //! Loading cases from `corpus/<system>/<case-id>/` and selecting them.
 
-use faultline_schema::{CaseManifest, Category, DecoySpec, OracleKind};
+use faultline_schema::{CaseManifest, Category, DecoySpec, OracleKind, Reasoning};
 use globset::Glob;
 use std::fmt;
 use std::fs;
@@ -265,6 +265,10 @@ pub struct Selection {
     pub category: Option<Category>,
     /// Only this tier.
     pub tier: Option<u8>,
+    /// Only cases whose recorded scenario needs two or more nodes.
+    pub multi_node: bool,
+    /// Only cases whose recorded scenario reasons across this.
+    pub across: Option<Reasoning>,
 }
 
 impl Corpus {
@@ -337,6 +341,13 @@ impl Corpus {
             .filter(|c| sel.system.as_ref().is_none_or(|s| &c.manifest.system == s))
             .filter(|c| sel.category.is_none_or(|k| c.manifest.category == k))
             .filter(|c| sel.tier.is_none_or(|t| c.manifest.tier == t))
+            .filter(|c| {
+                let scenario = c.manifest.scenario.as_ref();
+                (!sel.multi_node || scenario.is_some_and(|s| s.is_multi_node()))
+                    && sel
+                        .across
+                        .is_none_or(|r| scenario.is_some_and(|s| s.across.contains(&r)))
+            })
             .collect())
     }
 

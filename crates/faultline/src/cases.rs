@@ -6,8 +6,8 @@ use clap::{Args, Subcommand};
 use faultline_corpus::{Case, Selection};
 use faultline_grade::{ValidateOptions, validate_case};
 use faultline_sandbox::Toolchain;
-use faultline_schema::Category;
 use faultline_schema::validation::{VALIDATION_SCHEMA_VERSION, ValidationReport};
+use faultline_schema::{Category, Reasoning};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +57,14 @@ pub struct Filter {
     /// Only this tier (1 hardest .. 3).
     #[arg(long)]
     tier: Option<u8>,
+    /// Only cases whose scenario needs two or more nodes, replicas or peers (cases that do not
+    /// record their scenario are left out).
+    #[arg(long)]
+    multi_node: bool,
+    /// Only cases whose scenario reasons across this (`message-order`, `restart`, ...; see
+    /// docs/case-format.md).
+    #[arg(long)]
+    across: Option<Reasoning>,
 }
 
 #[derive(Args)]
@@ -133,6 +141,8 @@ pub fn selection(patterns: Vec<String>, f: Filter) -> Selection {
         system: f.system,
         category: f.category,
         tier: f.tier,
+        multi_node: f.multi_node,
+        across: f.across,
     }
 }
 

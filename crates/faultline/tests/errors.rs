@@ -168,3 +168,44 @@ fn a_fix_line_quoted_in_the_symptom_is_a_leak_even_if_the_source_has_it_elsewher
     assert!(!out.status.success(), "{report}");
     assert!(report.contains("FixLine"), "{report}");
 }
+
+/// A case's scenario selects it (`--multi-node`, `--across`), and a malformed one is refused
+/// when the case loads, naming the field.
+#[test]
+fn cases_are_chosen_by_their_scenario_and_a_malformed_one_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let data = tmp.path().join("data");
+    let listed = |args: &[&str]| {
+        let out = faultline_on(&corpus, &data, &[&["cases", "list"], args].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let multi = listed(&["--multi-node"]);
+    assert!(multi.contains("toy-double-merge"), "{multi}");
+    assert!(
+        multi.contains("2: message-order, concurrent-edits"),
+        "{multi}"
+    );
+    assert!(listed(&["--across", "concurrent-edits"]).contains("toy-double-merge"));
+    assert!(!listed(&["--across", "restart"]).contains("toy-double-merge"));
+
+    let unknown = faultline_on(&corpus, &data, &["cases", "list", "--across", "reorder"]);
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && err.contains("message-order"),
+        "{err}"
+    );
+
+    let toml = corpus.join("toy/toy-double-merge/case.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, text.replace("nodes = 2", "nodes = 0")).unwrap();
+    let out = faultline_on(&corpus, &data, &["cases", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("scenario.nodes must be at least 1"), "{err}");
+}

@@ -118,6 +118,20 @@ impl fmt::Display for Reasoning {
     }
 }
 
+impl std::str::FromStr for Reasoning {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Reasoning::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Reasoning::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown reason `{s}`; expected one of {}", names.join(", "))
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,7 +149,10 @@ mod tests {
             let json = serde_json::to_string(&r).unwrap();
             assert_eq!(json, format!("\"{}\"", r.as_str()));
             assert_eq!(serde_json::from_str::<Reasoning>(&json).unwrap(), r);
+            assert_eq!(r.as_str().parse::<Reasoning>().unwrap(), r);
         }
+        let err = "reorder".parse::<Reasoning>().unwrap_err();
+        assert!(err.contains("message-order"), "{err}");
     }
 
     #[test]
