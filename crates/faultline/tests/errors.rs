@@ -209,3 +209,34 @@ fn cases_are_chosen_by_their_scenario_and_a_malformed_one_is_refused() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("scenario.nodes must be at least 1"), "{err}");
 }
+
+/// A case that declares a program the machine lacks is refused before anything is built, with
+/// the package that provides it.
+#[test]
+fn a_missing_system_requirement_is_named_before_the_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let toml = corpus.join("toy/toy-double-merge/case.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(
+        "\n[[requires]]\ncommand = \"faultline-no-such-tool\"\ndebian = \"no-such-package\"\n",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let data = tmp.path().join("data");
+    let out = faultline_on(&corpus, &data, &["prepare", "toy-double-merge"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`faultline-no-such-tool` (Debian: apt-get install -y no-such-package)"),
+        "{err}"
+    );
+    // Refused before any build: no workspace was made.
+    let workspaces = data.join("workspaces");
+    let built = std::fs::read_dir(&workspaces)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .any(|e| e.path().join("agent").exists())
+        })
+        .unwrap_or(false);
+    assert!(!built, "a workspace was built in {}", workspaces.display());
+}
