@@ -79,6 +79,12 @@ pub fn comparisons(report: &Report) -> Table {
     t
 }
 
+/// A random-intercept SD, flagged where the fit is singular because this SD is the one at zero.
+fn sd_cell(sd: f64, singular: bool) -> String {
+    let at_zero = singular && sd < faultline_stats::SINGULAR_TOL;
+    format!("{sd:.3}{}", if at_zero { " (singular)" } else { "" })
+}
+
 /// The GLMM per track.
 pub fn glmm(report: &Report) -> Table {
     let mut t = Table::new([
@@ -106,12 +112,8 @@ pub fn glmm(report: &Report) -> Table {
                     "{:.2} [{:.2}, {:.2}]",
                     f.odds_ratio, f.odds_ratio_lower, f.odds_ratio_upper
                 ),
-                format!(
-                    "{:.3}{}",
-                    f.sd_agent,
-                    if f.singular { " (singular)" } else { "" }
-                ),
-                format!("{:.3}", f.sd_case),
+                sd_cell(f.sd_agent, f.singular),
+                sd_cell(f.sd_case, f.singular),
                 f.observations.to_string(),
             ]),
             None => t.push([
@@ -393,4 +395,16 @@ pub fn terminal(report: &Report) -> String {
         out.push_str(&format!("\n{line}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_singular_flag_marks_the_standard_deviation_at_zero() {
+        assert_eq!(sd_cell(0.0, true), "0.000 (singular)");
+        assert_eq!(sd_cell(0.812, true), "0.812");
+        assert_eq!(sd_cell(0.0, false), "0.000");
+    }
 }

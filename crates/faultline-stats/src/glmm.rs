@@ -21,7 +21,7 @@ use crate::error::{Result, StatsError};
 use crate::optimize::{Tolerance, nelder_mead};
 
 /// Below this a standard deviation counts as zero: lme4's `isSingular` tolerance.
-const SINGULAR_TOL: f64 = 1e-4;
+pub const SINGULAR_TOL: f64 = 1e-4;
 /// Finite-difference step for the Hessian, as in lme4.
 const HESSIAN_STEP: f64 = 1e-4;
 /// Newton steps smaller than this (max-norm) end the mode search.

@@ -53,6 +53,6 @@ pub use bootstrap::{
 };
 pub use data::{Attribute, CaseInfo, CaseScores, Condition, Observation, ResultSet};
 pub use error::{Result, StatsError};
-pub use glmm::{FixedEffect, GlmmFit, fit_glmm};
+pub use glmm::{FixedEffect, GlmmFit, SINGULAR_TOL, fit_glmm};
 pub use passk::{pass_at_k, pass_hat_k};
 pub use simulate::{SweepSpec, simulate_sweep, to_csv};
