@@ -52,10 +52,22 @@ pub fn interval(lower: Option<f64>, upper: Option<f64>) -> String {
     }
 }
 
-/// pass@k / pass^k at the largest k, or `-`.
+/// pass@k / pass^k at the largest k, with the cases that had that many attempts when not all
+/// did, or `-`.
 pub fn pass_k(g: &GroupStats) -> String {
+    let all = g.pass_k.first().map_or(0, |p| p.cases);
     g.pass_k.last().map_or("-".into(), |p| {
-        format!("{} / {} (k={})", pct(p.pass_at_k), pct(p.pass_hat_k), p.k)
+        let over = if p.cases < all {
+            format!(", {} of {all} cases", p.cases)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} / {} (k={}{over})",
+            pct(p.pass_at_k),
+            pct(p.pass_hat_k),
+            p.k
+        )
     })
 }
 

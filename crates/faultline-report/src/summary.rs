@@ -198,19 +198,16 @@ impl Group<'_> {
         let Ok(set) = ResultSet::new(self.observations()) else {
             return Vec::new();
         };
-        let c = stats_condition(self.condition);
-        let mut attempts: BTreeMap<&str, u32> = BTreeMap::new();
-        for r in self.records.iter().filter(|r| scored(r).is_some()) {
-            *attempts.entry(&r.case_id).or_default() += 1;
-        }
-        let max_k = attempts.values().copied().min().unwrap_or(0);
-        (1..=max_k)
-            .map_while(|k| {
-                Some(PassK {
-                    k,
-                    pass_at_k: set.case_pass_at_k(self.agent, c, k).ok()?.mean(),
-                    pass_hat_k: set.case_pass_hat_k(self.agent, c, k).ok()?.mean(),
-                })
+        let Ok(curve) = set.pass_k_curve(self.agent, stats_condition(self.condition)) else {
+            return Vec::new();
+        };
+        curve
+            .into_iter()
+            .map(|p| PassK {
+                k: p.k,
+                pass_at_k: p.pass_at_k,
+                pass_hat_k: p.pass_hat_k,
+                cases: p.cases,
             })
             .collect()
     }

@@ -108,6 +108,10 @@ pub struct PassK {
     pub pass_at_k: f64,
     /// Chance that all k attempts succeed.
     pub pass_hat_k: f64,
+    /// Cases averaged: those with at least k attempts (reports written before this was
+    /// recorded read as 0).
+    #[serde(default)]
+    pub cases: u32,
 }
 
 /// The statistics of one agent configuration on one track and condition.

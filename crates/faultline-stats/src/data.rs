@@ -398,6 +398,33 @@ impl ResultSet {
         self.case_counts_map(config, condition, k, passk::pass_hat_k)
     }
 
+    /// pass@k and pass^k for every k up to the most attempts any case has, each averaged over
+    /// the cases with at least k attempts (an unbiased estimate needs n >= k), with how many
+    /// cases that is: a run whose cases got different attempt counts still reports every k.
+    pub fn pass_k_curve(&self, config: &str, condition: Condition) -> Result<Vec<PassKPoint>> {
+        let mut counts = Vec::new();
+        for (case, cell) in self.group(config, condition)? {
+            counts.push(cell.pass_counts(config, case)?);
+        }
+        let most = counts.iter().map(|&(n, _)| n).max().unwrap_or(0);
+        (1..=most)
+            .map(|k| {
+                let (mut at, mut hat, mut cases) = (0.0, 0.0, 0u32);
+                for &(n, c) in counts.iter().filter(|&&(n, _)| n >= k) {
+                    at += passk::pass_at_k(n, c, k)?;
+                    hat += passk::pass_hat_k(n, c, k)?;
+                    cases += 1;
+                }
+                Ok(PassKPoint {
+                    k,
+                    pass_at_k: at / f64::from(cases),
+                    pass_hat_k: hat / f64::from(cases),
+                    cases,
+                })
+            })
+            .collect()
+    }
+
     fn case_counts_map(
         &self,
         config: &str,
@@ -420,4 +447,17 @@ impl ResultSet {
         }
         CaseScores::new(pairs)
     }
+}
+
+/// pass@k and pass^k at one k, averaged over the cases with at least k attempts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassKPoint {
+    /// The k.
+    pub k: u32,
+    /// Mean chance that at least one of k attempts passes.
+    pub pass_at_k: f64,
+    /// Mean chance that all k attempts pass.
+    pub pass_hat_k: f64,
+    /// Cases with at least k attempts, the ones averaged.
+    pub cases: u32,
 }

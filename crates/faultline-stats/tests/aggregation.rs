@@ -219,3 +219,21 @@ fn bad_input_is_rejected_with_a_clear_error() {
         Err(StatsError::DuplicateCase { .. })
     ));
 }
+
+/// Cases with different attempt counts: every k up to the most attempts is reported, each over
+/// the cases that have at least k attempts.
+#[test]
+fn pass_k_curve_reaches_the_largest_attempt_count() {
+    let set = small_set();
+    let curve = set.pass_k_curve("A", Condition::Symptom).unwrap();
+    assert_eq!(curve.len(), 3, "{curve:?}");
+    // k = 1 over both cases: x passes 2 of 3, y 0 of 1.
+    assert_close(curve[0].pass_at_k, (2.0 / 3.0 + 0.0) / 2.0);
+    assert_eq!(curve[0].cases, 2);
+    // k = 2 and 3 over x alone.
+    assert_close(curve[1].pass_at_k, pass_at_k(3, 2, 2).unwrap());
+    assert_close(curve[1].pass_hat_k, pass_hat_k(3, 2, 2).unwrap());
+    assert_eq!((curve[2].k, curve[2].cases), (3, 1));
+    assert_close(curve[2].pass_at_k, 1.0);
+    assert_close(curve[2].pass_hat_k, 0.0);
+}
