@@ -452,21 +452,20 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
                 }
             }
             if !model_agents.is_empty() {
-                let pooled = |c: Condition| {
-                    let obs: Vec<Observation> = groups
-                        .iter()
-                        .filter(|g| {
-                            g.track == track && g.condition == c && model_agents.contains(g.agent)
-                        })
-                        .flat_map(Group::observations)
-                        .collect();
-                    ResultSet::new(obs)
-                        .and_then(|s| s.pooled_case_means(stats_condition(c)))
-                        .map_err(|e| e.to_string())
-                };
-                let d = pooled(Condition::Context).and_then(|context| {
-                    difference(&context, &pooled(Condition::Symptom)?, options)
-                });
+                let obs: Vec<Observation> = groups
+                    .iter()
+                    .filter(|g| g.track == track && model_agents.contains(g.agent))
+                    .flat_map(Group::observations)
+                    .collect();
+                let d = ResultSet::new(obs)
+                    .and_then(|s| {
+                        s.pooled_paired_case_means(
+                            stats_condition(Condition::Context),
+                            stats_condition(Condition::Symptom),
+                        )
+                    })
+                    .map_err(|e| e.to_string())
+                    .and_then(|(context, symptom)| difference(&context, &symptom, options));
                 condition_effects.push(ConditionEffect {
                     agent: None,
                     track,

@@ -217,8 +217,8 @@ pub struct Histogram {
 /// Context minus symptom over the same cases.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ConditionEffect {
-    /// The agent configuration; absent for the pool of all model agents (configurations
-    /// weighted equally within a case).
+    /// The agent configuration; absent for the pool of all model agents: per case, the
+    /// configurations that ran it in both conditions, weighted equally.
     pub agent: Option<String>,
     /// The track.
     pub track: Track,

@@ -383,6 +383,51 @@ impl ResultSet {
         )
     }
 
+    /// Per-case means of two conditions over the same configuration-and-case cells: for each
+    /// case, the mean over the configurations that have both conditions there, of each
+    /// condition's cell mean. Cases no configuration has both ways are left out, so a pooled
+    /// difference never compares one set of configurations with another.
+    pub fn pooled_paired_case_means(
+        &self,
+        first: Condition,
+        second: Condition,
+    ) -> Result<(CaseScores, CaseScores)> {
+        let mut cells: BTreeMap<(&str, &str), [Option<f64>; 2]> = BTreeMap::new();
+        for (config, cond, case, cell) in self.cells() {
+            let side = if cond == first {
+                0
+            } else if cond == second {
+                1
+            } else {
+                continue;
+            };
+            cells.entry((case, config)).or_default()[side] = Some(cell.mean());
+        }
+        let mut per_case: BTreeMap<&str, (f64, f64, usize)> = BTreeMap::new();
+        for ((case, _), sides) in &cells {
+            if let [Some(a), Some(b)] = sides {
+                let e = per_case.entry(case).or_default();
+                e.0 += a;
+                e.1 += b;
+                e.2 += 1;
+            }
+        }
+        if per_case.is_empty() {
+            return Err(StatsError::UnknownGroup {
+                config: "(all, paired)".to_owned(),
+                condition: first,
+            });
+        }
+        let side = |pick: fn(&(f64, f64, usize)) -> f64| {
+            CaseScores::new(
+                per_case
+                    .iter()
+                    .map(|(case, e)| ((*case).to_owned(), pick(e) / e.2 as f64)),
+            )
+        };
+        Ok((side(|e| e.0)?, side(|e| e.1)?))
+    }
+
     /// Unbiased per-case pass@k (at least one of k attempts passes).
     pub fn case_pass_at_k(&self, config: &str, condition: Condition, k: u32) -> Result<CaseScores> {
         self.case_counts_map(config, condition, k, passk::pass_at_k)

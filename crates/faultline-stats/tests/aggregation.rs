@@ -237,3 +237,28 @@ fn pass_k_curve_reaches_the_largest_attempt_count() {
     assert_close(curve[2].pass_at_k, 1.0);
     assert_close(curve[2].pass_hat_k, 0.0);
 }
+
+/// The pooled paired means use only configuration-and-case cells present in both conditions:
+/// a configuration that ran a case one way only does not enter it.
+#[test]
+fn pooled_paired_means_compare_the_same_cells() {
+    use Condition::{Context, Symptom};
+    let set = ResultSet::new([
+        obs("A", "x", Symptom, 1, 0.0),
+        obs("A", "x", Context, 1, 1.0),
+        // B ran x with context only, and y both ways.
+        obs("B", "x", Context, 1, 1.0),
+        obs("B", "y", Symptom, 1, 1.0),
+        obs("B", "y", Context, 1, 0.0),
+        // C ran z with symptom only: z has no pair.
+        obs("C", "z", Symptom, 1, 1.0),
+    ])
+    .unwrap();
+    let (context, symptom) = set.pooled_paired_case_means(Context, Symptom).unwrap();
+    assert_eq!(context.cases(), ["x".to_string(), "y".to_string()]);
+    assert_eq!(symptom.cases(), context.cases());
+    assert_eq!(context.scores(), [1.0, 0.0]);
+    assert_eq!(symptom.scores(), [0.0, 1.0]);
+    // Unpaired pooling mixes B's context-only cell into x, and keeps z.
+    assert_eq!(set.pooled_case_means(Symptom).unwrap().cases().len(), 3);
+}
