@@ -79,6 +79,56 @@ pub fn comparisons(report: &Report) -> Table {
     t
 }
 
+/// One sentence per track that states the context effect, before any table or plot: the pooled
+/// paired difference on the probability scale with its interval and the symptom-alone rate it
+/// is read against, and the GLMM's odds ratio with its Wald interval and p-value. `None` when
+/// the run did not compare conditions.
+pub fn headline(report: &Report, track: Track) -> Option<String> {
+    if report.run.conditions.len() < 2 {
+        return None;
+    }
+    let pooled = report
+        .condition_effects
+        .iter()
+        .find(|e| e.track == track && e.agent.is_none());
+    let Some(d) = pooled.and_then(|e| e.difference.as_ref()) else {
+        let why = pooled
+            .and_then(|e| e.error.clone())
+            .unwrap_or_else(|| "no model or external agent ran it in both conditions".into());
+        return Some(format!("{track}: no context effect is estimated ({why})."));
+    };
+    let measure = if track == Track::Diagnose {
+        "mean score"
+    } else {
+        "success rate"
+    };
+    let mut line = format!(
+        "{track}: with the context bundle, the model agents' {measure} went from {}% to {}%, \
+         {} pp (95% CI {} to {} pp; paired case bootstrap over {} cases)",
+        pct(d.second_mean),
+        pct(d.second_mean + d.mean),
+        signed_pct(d.mean),
+        signed_pct(d.lower),
+        signed_pct(d.upper),
+        d.cases
+    );
+    let glmm = report.glmm.iter().find(|g| g.track == track);
+    match glmm.and_then(|g| g.fit.as_ref()) {
+        Some(f) => line.push_str(&format!(
+            "; odds ratio {:.2} (95% CI {:.2} to {:.2}; Wald test of the mixed model's context \
+             term, p = {:.4}).",
+            f.odds_ratio, f.odds_ratio_lower, f.odds_ratio_upper, f.context.p_value
+        )),
+        None => {
+            let why = glmm
+                .and_then(|g| g.error.clone())
+                .unwrap_or_else(|| "not fitted".into());
+            line.push_str(&format!("; no odds ratio ({why})."));
+        }
+    }
+    Some(line)
+}
+
 /// A random-intercept SD, flagged where the fit is singular because this SD is the one at zero.
 fn sd_cell(sd: f64, singular: bool) -> String {
     let at_zero = singular && sd < faultline_stats::SINGULAR_TOL;
@@ -334,6 +384,19 @@ pub fn markdown(report: &Report) -> String {
     ));
     if let Some(line) = regrade_line(report) {
         out.push_str(&format!("{line}\n\n"));
+    }
+    let headlines: Vec<String> = report
+        .run
+        .tracks
+        .iter()
+        .filter_map(|&t| headline(report, t))
+        .collect();
+    if !headlines.is_empty() {
+        out.push_str("## Result\n\n");
+        for h in &headlines {
+            out.push_str(&format!("- {h}\n"));
+        }
+        out.push('\n');
     }
     out.push_str("## Leaderboard\n\n");
     out.push_str(&leaderboard::table(report).to_markdown());

@@ -130,6 +130,7 @@ fn difference(
     Ok(PairedDifference {
         cases: p.n_cases,
         mean: p.mean_diff,
+        second_mean: b.mean(),
         lower: p.ci.lower,
         upper: p.ci.upper,
         std_error: p.std_error,

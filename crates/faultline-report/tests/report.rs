@@ -212,3 +212,49 @@ fn report_json_round_trips() {
         assert!((x.value - y.value).abs() < 1e-12);
     }
 }
+
+/// Each track's result is stated in one sentence before the tables: the pooled effect on the
+/// probability scale with its interval and the symptom-alone rate, and the GLMM's odds ratio
+/// with the test that gave its p-value.
+#[test]
+fn the_headline_states_the_context_effect_per_track() {
+    let r = report(&sweep());
+    let line = markdown::headline(&r, Track::Repair).expect("a headline");
+    let pooled = r
+        .condition_effects
+        .iter()
+        .find(|e| e.agent.is_none())
+        .and_then(|e| e.difference.as_ref())
+        .unwrap();
+    let fit = r.glmm[0].fit.as_ref().unwrap();
+    for part in [
+        format!("went from {:.1}%", 100.0 * pooled.second_mean),
+        format!("to {:.1}%", 100.0 * (pooled.second_mean + pooled.mean)),
+        format!("over {} cases", pooled.cases),
+        format!("odds ratio {:.2}", fit.odds_ratio),
+        format!(
+            "Wald test of the mixed model's context term, p = {:.4}",
+            fit.context.p_value
+        ),
+    ] {
+        assert!(line.contains(&part), "`{part}` not in: {line}");
+    }
+    // The symptom-alone rate is the paired cases' symptom mean.
+    let symptom: Vec<_> = r
+        .groups
+        .iter()
+        .filter(|g| g.condition == Condition::Symptom)
+        .filter_map(|g| g.score.as_ref().map(|s| s.value))
+        .collect();
+    let mean = symptom.iter().sum::<f64>() / symptom.len() as f64;
+    assert!(
+        (pooled.second_mean - mean).abs() < 1e-9,
+        "{} vs {mean}",
+        pooled.second_mean
+    );
+    // Stated before the leaderboard in Markdown, and in the page.
+    let md = markdown::markdown(&r);
+    let result = md.find("## Result").expect("a result section");
+    assert!(result < md.find("## Leaderboard").unwrap());
+    assert!(md[result..].contains(&line));
+}

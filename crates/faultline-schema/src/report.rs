@@ -180,6 +180,11 @@ pub struct PairedDifference {
     pub cases: usize,
     /// The observed mean difference.
     pub mean: f64,
+    /// The second side's mean over the same cases (for a condition effect: the score with the
+    /// symptom alone), which the difference is read against; 0 in reports written before it
+    /// was recorded.
+    #[serde(default)]
+    pub second_mean: f64,
     /// Lower bound of the interval.
     pub lower: f64,
     /// Upper bound of the interval.

@@ -154,6 +154,14 @@ mod needs_chromium {
             "{console}"
         );
         assert!(dom_text.contains("<table class=\"leaderboard\">"));
+        // Baselines alone estimate no context effect, and the result section says so first.
+        let result = dom_text.find("id=\"result\"").expect("a result section");
+        assert!(result < dom_text.find("id=\"leaderboard\"").unwrap());
+        assert!(
+            dom_text[result..].contains("repair: no context effect is estimated"),
+            "{}",
+            &dom_text[result..result + 600.min(dom_text.len() - result)]
+        );
         for id in [
             "forest-diagnose-symptom",
             "forest-repair-context",
