@@ -4,8 +4,10 @@
 //! so a reader sees both what the agent localized and what it merely named.
 
 use crate::Table;
+use faultline_schema::Track;
 use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
 use faultline_schema::report::{GroupStats, Report};
+use std::collections::BTreeMap;
 
 /// What the scores are, the opening of every rendering: a diagnosis score is no longer
 /// DistDebug's block coverage, so each table says which number ranks and where the other is.
@@ -27,18 +29,26 @@ pub fn signed_pct(x: f64) -> String {
     format!("{:+.1}", 100.0 * x)
 }
 
-/// The groups in leaderboard order: by track and condition, best score first.
+/// The groups in leaderboard order: by track and condition, then agents by their mean score
+/// over the track's conditions, best first, so that every condition of a track lists the agents
+/// in the same order and its tables line up side by side.
 pub fn ordered(report: &Report) -> Vec<&GroupStats> {
+    let score = |g: &GroupStats| g.score.as_ref().map_or(-1.0, |s| s.value);
+    let mut rank: BTreeMap<(&str, Track), (f64, usize)> = BTreeMap::new();
+    for g in &report.groups {
+        let e = rank.entry((g.agent.as_str(), g.track)).or_default();
+        e.0 += score(g);
+        e.1 += 1;
+    }
+    let mean = |g: &GroupStats| {
+        let (sum, n) = rank[&(g.agent.as_str(), g.track)];
+        sum / n as f64
+    };
     let mut rows: Vec<&GroupStats> = report.groups.iter().collect();
     rows.sort_by(|a, b| {
         (a.track, a.condition)
             .cmp(&(b.track, b.condition))
-            .then(
-                b.score
-                    .as_ref()
-                    .map_or(-1.0, |s| s.value)
-                    .total_cmp(&a.score.as_ref().map_or(-1.0, |s| s.value)),
-            )
+            .then(mean(b).total_cmp(&mean(a)))
             .then(a.agent.cmp(&b.agent))
     });
     rows

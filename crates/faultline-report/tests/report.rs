@@ -258,3 +258,41 @@ fn the_headline_states_the_context_effect_per_track() {
     assert!(result < md.find("## Leaderboard").unwrap());
     assert!(md[result..].contains(&line));
 }
+
+/// Within a track, every condition's leaderboard lists the agents in the same order (by their
+/// mean score over the conditions), so rows line up when the tables are read side by side.
+#[test]
+fn leaderboard_rows_line_up_across_conditions() {
+    // The best agent without context fails everything with it.
+    let mut records = sweep();
+    let best = "config-001";
+    for x in records
+        .iter_mut()
+        .filter(|x| x.agent == best && x.condition == Condition::Context)
+    {
+        x.score = Some(0.0);
+    }
+    let r = report(&records);
+    let order = |c: Condition| -> Vec<String> {
+        faultline_report::leaderboard::ordered(&r)
+            .into_iter()
+            .filter(|g| g.track == Track::Repair && g.condition == c)
+            .map(|g| g.agent.clone())
+            .collect()
+    };
+    let by_score = |c: Condition| -> Vec<String> {
+        let mut gs: Vec<_> = r.groups.iter().filter(|g| g.condition == c).collect();
+        gs.sort_by(|a, b| {
+            b.score
+                .as_ref()
+                .unwrap()
+                .value
+                .total_cmp(&a.score.as_ref().unwrap().value)
+        });
+        gs.into_iter().map(|g| g.agent.clone()).collect()
+    };
+    // The agents rank differently with and without context.
+    assert_ne!(by_score(Condition::Symptom), by_score(Condition::Context));
+    assert_eq!(order(Condition::Symptom), order(Condition::Context));
+    assert_eq!(order(Condition::Symptom).len(), 3);
+}
