@@ -162,6 +162,9 @@ impl Histogram {
                 counts: vec![values.len()],
             });
         }
+        if let Some(step) = lattice_step(values, min, max) {
+            return Ok(Self::on_lattice(values, min, max, step, bins));
+        }
         let width = (max - min) / bins as f64;
         let mut edges: Vec<f64> = (0..bins).map(|i| min + width * i as f64).collect();
         edges.push(max);
@@ -172,6 +175,50 @@ impl Histogram {
         }
         Ok(Self { edges, counts })
     }
+
+    /// Bins for values that all lie on a grid of `step` (a resampled mean of pass rates does):
+    /// every bin holds the same number of grid points and its edges fall halfway between two,
+    /// so the bars show the distribution, not how the grid happens to meet equal-width bins.
+    fn on_lattice(values: &[f64], min: f64, max: f64, step: f64, bins: usize) -> Self {
+        let points = ((max - min) / step).round() as usize + 1;
+        let per_bin = points.div_ceil(bins);
+        let used = points.div_ceil(per_bin);
+        let width = step * per_bin as f64;
+        // The grid points the last bin has room for beyond `max`, split between both ends.
+        let spare = (used * per_bin - points) / 2;
+        let start = min - step / 2.0 - step * spare as f64;
+        let edges = (0..=used).map(|i| start + width * i as f64).collect();
+        let mut counts = vec![0; used];
+        for &v in values {
+            let point = ((v - min) / step).round() as usize + spare;
+            counts[(point / per_bin).min(used - 1)] += 1;
+        }
+        Self { edges, counts }
+    }
+}
+
+/// The grid the values lie on, if they all do and it is coarse enough to matter: the smallest
+/// gap between distinct values, when every value is a whole number of such gaps from `min`.
+fn lattice_step(values: &[f64], min: f64, max: f64) -> Option<f64> {
+    const MAX_POINTS: f64 = 100_000.0;
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let tolerance = (max - min) * 1e-9;
+    let step = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|&gap| gap > tolerance)
+        .fold(f64::INFINITY, f64::min);
+    if !step.is_finite() || (max - min) / step > MAX_POINTS {
+        return None;
+    }
+    sorted
+        .iter()
+        .all(|v| {
+            let k = (v - min) / step;
+            (k - k.round()).abs() < 1e-6
+        })
+        .then_some(step)
 }
 
 /// Percentile bootstrap interval for the equal-weight mean of `scores`.
@@ -269,11 +316,38 @@ mod tests {
 
     #[test]
     fn histogram_counts_every_value_once() {
-        let h = Histogram::new(&[0.0, 0.1, 0.5, 0.9, 1.0], 2).unwrap();
+        // Off any grid: equal-width bins over the range.
+        let h = Histogram::new(&[0.0, 0.13, 0.5, 0.9, 1.0], 2).unwrap();
         assert_eq!(h.edges, vec![0.0, 0.5, 1.0]);
         assert_eq!(h.counts, vec![2, 3]);
         let flat = Histogram::new(&[0.3; 4], 10).unwrap();
         assert_eq!(flat.counts, vec![4]);
         assert!(Histogram::new(&[1.0], 0).is_err());
+    }
+
+    /// Means of 12 cases with one attempt each lie on a grid of 1/12: each bin holds the same
+    /// number of grid points, and no grid point sits on an edge.
+    #[test]
+    fn a_histogram_of_grid_values_bins_whole_grid_points() {
+        let values: Vec<f64> = (0..=12)
+            .flat_map(|k| std::iter::repeat_n(k as f64 / 12.0 - 0.5, 1 + k % 3))
+            .collect();
+        let h = Histogram::new(&values, 5).unwrap();
+        assert_eq!(h.counts.len(), 5, "{h:?}");
+        assert_eq!(h.counts.iter().sum::<usize>(), values.len());
+        let width = h.edges[1] - h.edges[0];
+        assert!((width - 3.0 / 12.0).abs() < 1e-12, "{h:?}");
+        for k in 0..=12 {
+            let v = k as f64 / 12.0 - 0.5;
+            let from_edge = h
+                .edges
+                .iter()
+                .map(|e| (e - v).abs())
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                from_edge > 0.4 / 12.0,
+                "grid point {v} is on an edge: {h:?}"
+            );
+        }
     }
 }
