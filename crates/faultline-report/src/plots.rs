@@ -4,7 +4,7 @@
 
 use crate::leaderboard::{pct, signed_pct};
 use crate::markdown::{ACTION_KINDS, action_name};
-use crate::svg::{N, Scale, Svg, score_colour};
+use crate::svg::{N, Scale, Svg, Unit, score_colour, tick_labels};
 use faultline_schema::report::{GroupStats, Report};
 use faultline_schema::{Condition, Track};
 use std::collections::BTreeMap;
@@ -26,21 +26,23 @@ fn short(text: &str, max: usize) -> String {
 }
 
 /// A horizontal axis with ticks and grid lines across `[top, bottom]`.
-fn x_axis(svg: &mut Svg, x: &Scale, top: f64, bottom: f64, format: &dyn Fn(f64) -> String) {
-    for t in x.ticks(5) {
-        let px = x.at(t);
+fn x_axis(svg: &mut Svg, x: &Scale, top: f64, bottom: f64, unit: Unit) {
+    let ticks = x.ticks(5);
+    for (t, label) in ticks.iter().zip(tick_labels(&ticks, unit)) {
+        let px = x.at(*t);
         svg.line(px, top, px, bottom, "grid");
-        svg.text(px, bottom + 14.0, &[("class", &"tick middle")], &format(t));
+        svg.text(px, bottom + 14.0, &[("class", &"tick middle")], &label);
     }
     svg.line(x.range.0, bottom, x.range.1, bottom, "axis");
 }
 
 /// A vertical axis with ticks and grid lines across `[left, right]`.
-fn y_axis(svg: &mut Svg, y: &Scale, left: f64, right: f64, format: &dyn Fn(f64) -> String) {
-    for t in y.ticks(5) {
-        let py = y.at(t);
+fn y_axis(svg: &mut Svg, y: &Scale, left: f64, right: f64, unit: Unit) {
+    let ticks = y.ticks(5);
+    for (t, label) in ticks.iter().zip(tick_labels(&ticks, unit)) {
+        let py = y.at(*t);
         svg.line(left, py, right, py, "grid");
-        svg.text(left - 6.0, py + 4.0, &[("class", &"tick end")], &format(t));
+        svg.text(left - 6.0, py + 4.0, &[("class", &"tick end")], &label);
     }
     svg.line(left, y.range.0, left, y.range.1, "axis");
 }
@@ -68,9 +70,7 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
         &[("class", &"caption")],
         &format!("{track}, {condition}: score with 95% case-bootstrap interval"),
     );
-    x_axis(&mut svg, &x, TOP - 4.0, height - BOTTOM, &|t| {
-        format!("{}%", pct(t))
-    });
+    x_axis(&mut svg, &x, TOP - 4.0, height - BOTTOM, Unit::Percent);
     for (i, g) in groups.iter().enumerate() {
         let cy = TOP + ROW_H * (i as f64 + 0.5);
         svg.text(
@@ -108,7 +108,7 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
 /// One agent on one track: per case, the symptom score against the context score (points above
 /// the diagonal gained from the bundle), and the bootstrap distribution of the mean difference.
 pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
-    let (width, height) = (560.0, 246.0);
+    let (width, height) = (560.0, 272.0);
     let mut svg = Svg::new(width, height);
     let side = 160.0;
     let (left, top) = (50.0, 50.0);
@@ -127,8 +127,8 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         &[("class", &"small")],
         "per case: symptom (x) vs context (y)",
     );
-    x_axis(&mut svg, &x, top, top + side, &|t| pct(t));
-    y_axis(&mut svg, &y, left, left + side, &|t| pct(t));
+    x_axis(&mut svg, &x, top, top + side, Unit::Percent);
+    y_axis(&mut svg, &y, left, left + side, Unit::Percent);
     svg.line(x.at(0.0), y.at(0.0), x.at(1.0), y.at(1.0), "diagonal");
     let mut points: BTreeMap<&str, [Option<f64>; 2]> = BTreeMap::new();
     for c in report
@@ -156,6 +156,27 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                 &format!("{case}: symptom {}%, context {}%", pct(*s), pct(*c)),
             );
         }
+    }
+    // Cases with the same pair of scores are drawn on top of each other, each circle wider.
+    let ly = top + side + 44.0;
+    svg.text(
+        left - 40.0,
+        ly + 4.0,
+        &[("class", &"small")],
+        "cases at a point:",
+    );
+    for (i, n) in [1.0f64, 4.0, 9.0].into_iter().enumerate() {
+        let lx = left + 60.0 + 34.0 * i as f64;
+        svg.leaf(
+            "circle",
+            &[
+                ("cx", &N(lx)),
+                ("cy", &N(ly)),
+                ("r", &N(3.0 + n.sqrt())),
+                ("class", &"case-point"),
+            ],
+        );
+        svg.text(lx + 8.0, ly + 4.0, &[("class", &"small")], &format!("{n}"));
     }
     let effect = report
         .condition_effects
@@ -218,9 +239,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                     ),
                 );
             }
-            x_axis(&mut svg, &hx, top, top + side, &|t| {
-                format!("{:+.0}", 100.0 * t)
-            });
+            x_axis(&mut svg, &hx, top, top + side, Unit::SignedPoints);
             svg.line(hx.at(0.0), top, hx.at(0.0), top + side, "zero");
             svg.text(
                 hl + hw / 2.0,
@@ -288,13 +307,16 @@ pub fn pareto(report: &Report, track: Track, condition: Condition, spend: Spend)
         &[("class", &"caption")],
         &format!("{track}, {condition}: score vs {name} per trial"),
     );
-    let format_x = |t: f64| match spend {
-        Spend::Cost => format!("${t:.2}"),
-        Spend::Tokens if t >= 1000.0 => format!("{:.0}k", t / 1000.0),
-        Spend::Tokens => format!("{t:.0}"),
+    let unit = match spend {
+        Spend::Cost => Unit::Dollars,
+        Spend::Tokens => Unit::Tokens,
     };
-    x_axis(&mut svg, &x, top, height - bottom, &format_x);
-    y_axis(&mut svg, &y, left, width - RIGHT, &|t| pct(t));
+    let format_x = |t: f64| match spend {
+        Spend::Cost => format!("${t:.3}"),
+        Spend::Tokens => format!("{t:.0} tokens"),
+    };
+    x_axis(&mut svg, &x, top, height - bottom, unit);
+    y_axis(&mut svg, &y, left, width - RIGHT, Unit::Percent);
     let mut sorted = points.clone();
     sorted.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.2.total_cmp(&a.2)));
     let mut frontier = Vec::new();
@@ -394,9 +416,7 @@ pub fn actions(report: &Report, track: Track) -> String {
         );
     }
     let top = TOP + legend;
-    x_axis(&mut svg, &x, top - 4.0, height - BOTTOM, &|t| {
-        format!("{t:.0}")
-    });
+    x_axis(&mut svg, &x, top - 4.0, height - BOTTOM, Unit::Plain);
     for (row, g) in groups.iter().enumerate() {
         let cy = top + ROW_H * row as f64;
         svg.text(

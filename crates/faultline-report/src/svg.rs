@@ -163,6 +163,58 @@ impl Scale {
     }
 }
 
+/// How an axis writes its tick values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A fraction as a percentage (`25%`).
+    Percent,
+    /// A difference of fractions in signed percentage points (`+2.5`).
+    SignedPoints,
+    /// Dollars, with at least cents (`$0.25`).
+    Dollars,
+    /// Token counts, in thousands once they reach a thousand (`1.5k`).
+    Tokens,
+    /// A plain number.
+    Plain,
+}
+
+/// Labels for `ticks` with the fewest decimals that write every tick exactly, so that no two
+/// ticks share a label (`2%`, `2%` for 2 and 2.5) and round ticks carry no noise (`20.0%`).
+pub fn tick_labels(ticks: &[f64], unit: Unit) -> Vec<String> {
+    let thousands = unit == Unit::Tokens && ticks.iter().any(|t| t.abs() >= 1000.0);
+    let scaled = |t: f64| match unit {
+        Unit::Percent | Unit::SignedPoints => 100.0 * t,
+        Unit::Tokens if thousands => t / 1000.0,
+        _ => t,
+    };
+    let write = |t: f64, d: usize| {
+        let v = scaled(t);
+        match unit {
+            Unit::Percent => format!("{v:.d$}%"),
+            Unit::SignedPoints => format!("{v:+.d$}"),
+            Unit::Dollars => format!("${v:.0$}", d.max(2)),
+            Unit::Tokens if thousands => format!("{v:.d$}k"),
+            Unit::Tokens | Unit::Plain => format!("{v:.d$}"),
+        }
+    };
+    const MOST_DECIMALS: usize = 6;
+    let exact = |d: usize| {
+        let f = 10f64.powi(d as i32);
+        ticks.iter().all(|&t| {
+            let v = scaled(t) * f;
+            (v - v.round()).abs() < 1e-6 * f.max(1.0)
+        })
+    };
+    let decimals = (0..MOST_DECIMALS)
+        .find(|&d| {
+            let labels: std::collections::BTreeSet<String> =
+                ticks.iter().map(|&t| write(t, d)).collect();
+            exact(d) && labels.len() == ticks.len()
+        })
+        .unwrap_or(MOST_DECIMALS);
+    ticks.iter().map(|&t| write(t, decimals)).collect()
+}
+
 /// A colour for a score in `[0, 1]` on a perceptually even scale (viridis stops).
 pub fn score_colour(v: f64) -> String {
     const STOPS: [(f64, [f64; 3]); 5] = [
@@ -218,6 +270,39 @@ mod tests {
         };
         assert_eq!(flat.at(2.0), 0.0);
         assert_eq!(flat.ticks(4), vec![2.0]);
+    }
+
+    #[test]
+    fn tick_labels_are_distinct_and_as_short_as_exact() {
+        assert_eq!(
+            tick_labels(&[0.0, 0.2, 0.4], Unit::Percent),
+            ["0%", "20%", "40%"]
+        );
+        assert_eq!(
+            tick_labels(&[0.0, 0.025, 0.05], Unit::Percent),
+            ["0.0%", "2.5%", "5.0%"]
+        );
+        assert_eq!(
+            tick_labels(&[-0.01, -0.005, 0.0, 0.005], Unit::SignedPoints),
+            ["-1.0", "-0.5", "+0.0", "+0.5"]
+        );
+        assert_eq!(
+            tick_labels(&[0.0, 0.001, 0.002], Unit::Dollars),
+            ["$0.000", "$0.001", "$0.002"]
+        );
+        assert_eq!(
+            tick_labels(&[1000.0, 1500.0, 2000.0], Unit::Tokens),
+            ["1.0k", "1.5k", "2.0k"]
+        );
+        assert_eq!(tick_labels(&[0.0, 200.0], Unit::Tokens), ["0", "200"]);
+        // Ticks from a real scale: every label distinct.
+        let s = Scale {
+            domain: (-0.013, 0.021),
+            range: (0.0, 100.0),
+        };
+        let labels = tick_labels(&s.ticks(5), Unit::SignedPoints);
+        let distinct: std::collections::BTreeSet<_> = labels.iter().collect();
+        assert_eq!(distinct.len(), labels.len(), "{labels:?}");
     }
 
     #[test]

@@ -296,3 +296,32 @@ fn leaderboard_rows_line_up_across_conditions() {
     assert_eq!(order(Condition::Symptom), order(Condition::Context));
     assert_eq!(order(Condition::Symptom).len(), 3);
 }
+
+/// The paired plot explains its dot sizes, and no axis of any plot repeats a tick label.
+#[test]
+fn plots_have_size_legends_and_distinct_ticks() {
+    let r = report(&sweep());
+    let agent = &r.groups[0].agent;
+    let paired = faultline_report::plots::paired(&r, Track::Repair, agent, 0);
+    assert!(paired.contains("cases at a point:"), "{paired}");
+    let pareto = faultline_report::plots::pareto(
+        &r,
+        Track::Repair,
+        Condition::Context,
+        faultline_report::plots::Spend::Cost,
+    );
+    for svg in [&paired, &pareto] {
+        // Tick labels are the texts of class `tick`, one axis after another; within an axis
+        // they increase, so a repeat next to itself is a duplicate.
+        let ticks: Vec<&str> = svg
+            .split("class=\"tick ")
+            .skip(1)
+            .map(|t| {
+                let text = &t[t.find('>').unwrap() + 1..];
+                &text[..text.find('<').unwrap()]
+            })
+            .collect();
+        assert!(ticks.len() >= 4, "{ticks:?}");
+        assert!(ticks.windows(2).all(|w| w[0] != w[1]), "{ticks:?}");
+    }
+}
