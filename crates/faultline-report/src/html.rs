@@ -117,6 +117,7 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         sections => Value::from(Serde(&sections)),
         effects => Value::from(Serde(markdown::condition_effects(report))),
         glmm => Value::from(Serde(markdown::glmm(report))),
+        misled => Value::from(Serde(markdown::misled(report))),
         comparisons => Value::from(Serde(markdown::comparisons(report))),
         breakdowns => Value::from(Serde(markdown::breakdowns(report))),
         trials => Value::from(Serde(inputs.trials)),

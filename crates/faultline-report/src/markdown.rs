@@ -3,7 +3,8 @@
 
 use crate::Table;
 use crate::leaderboard::{self, interval, pct, signed_pct};
-use faultline_schema::report::{PairedDifference, Report};
+use faultline_schema::Condition;
+use faultline_schema::report::{Cell, PairedDifference, Report};
 use faultline_schema::{ActionKind, Track};
 
 fn difference_cells(d: &PairedDifference) -> [String; 5] {
@@ -127,6 +128,45 @@ pub fn headline(report: &Report, track: Track) -> Option<String> {
         }
     }
     Some(line)
+}
+
+/// The cases where the context bundle turned an agent from passing to failing (a pass rate of at
+/// least one half with the symptom alone, below one half with the bundle): faithful context can
+/// mislead, and these are the cases to read. Repair and reproduction only, whose scores are
+/// pass or fail.
+pub fn misled(report: &Report) -> Table {
+    let mut t = Table::new(["track", "agent", "case", "symptom", "context"]);
+    let mean = |c: &&Cell, condition: Condition| {
+        report
+            .cells
+            .iter()
+            .find(|o| {
+                o.condition == condition
+                    && o.agent == c.agent
+                    && o.track == c.track
+                    && o.case == c.case
+            })
+            .and_then(|o| o.mean)
+    };
+    for c in report
+        .cells
+        .iter()
+        .filter(|c| c.track != Track::Diagnose && c.condition == Condition::Symptom)
+    {
+        if let (Some(symptom), Some(context)) = (c.mean, mean(&c, Condition::Context))
+            && symptom >= 0.5
+            && context < 0.5
+        {
+            t.push([
+                c.track.to_string(),
+                c.agent.clone(),
+                c.case.clone(),
+                format!("{}%", pct(symptom)),
+                format!("{}%", pct(context)),
+            ]);
+        }
+    }
+    t
 }
 
 /// A random-intercept SD, flagged where the fit is singular because this SD is the one at zero.
@@ -406,6 +446,14 @@ pub fn markdown(report: &Report) -> String {
              cases with both (percentage points); quartiles of the resampled differences.\n\n",
         );
         out.push_str(&condition_effects(report).to_markdown());
+    }
+    let misled = misled(report);
+    if !misled.rows.is_empty() {
+        out.push_str(
+            "\n## Context that misled\n\nCases where an agent passed at least half its attempts \
+             with the symptom alone and fewer than half with the bundle.\n\n",
+        );
+        out.push_str(&misled.to_markdown());
     }
     if !report.glmm.is_empty() {
         out.push_str(

@@ -325,3 +325,48 @@ fn plots_have_size_legends_and_distinct_ticks() {
         assert!(ticks.windows(2).all(|w| w[0] != w[1]), "{ticks:?}");
     }
 }
+
+/// A case an agent passed with the symptom alone and failed with the bundle is listed as
+/// misleading context, in Markdown and on the page; one it passed both ways is not.
+#[test]
+fn context_that_turned_a_pass_into_a_fail_is_listed() {
+    let mut records = sweep();
+    let (agent, case) = ("config-000", records[0].case_id.clone());
+    for x in records
+        .iter_mut()
+        .filter(|x| x.agent == agent && x.case_id == case)
+    {
+        x.score = Some(if x.condition == Condition::Symptom {
+            1.0
+        } else {
+            0.0
+        });
+    }
+    let r = report(&records);
+    let misled = markdown::misled(&r);
+    let row = misled
+        .rows
+        .iter()
+        .find(|row| row[1] == agent && row[2] == case)
+        .expect("the flipped case is listed");
+    assert_eq!(row[3..], ["100.0%".to_string(), "0.0%".to_string()]);
+    for row in &misled.rows {
+        let cell = |c: Condition| {
+            r.cells
+                .iter()
+                .find(|x| x.agent == row[1] && x.case == row[2] && x.condition == c)
+                .and_then(|x| x.mean)
+                .unwrap()
+        };
+        assert!(cell(Condition::Symptom) >= 0.5 && cell(Condition::Context) < 0.5);
+    }
+    assert!(markdown::markdown(&r).contains("## Context that misled"));
+    let page = html::render(&html::HtmlInputs {
+        title: "t",
+        report: &r,
+        trials: &[],
+        cases: &[],
+    })
+    .unwrap();
+    assert!(page.contains("id=\"misled\""));
+}
