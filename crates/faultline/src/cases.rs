@@ -44,6 +44,19 @@ pub enum CasesCommand {
     /// Validate cases: oracle fails on buggy k/k, passes with the gold patch k/k, regression
     /// tests pass on both, texts within budget and free of leaks.
     Validate(ValidateArgs),
+    /// Merge the rows of validation reports made elsewhere (other machines, other checkouts:
+    /// the JSON that `validate --markdown` writes) into the report beside `--markdown`.
+    MergeValidation {
+        /// The Markdown report to update (its JSON is beside it, same name, `.json`).
+        #[arg(long)]
+        markdown: PathBuf,
+        /// Take only these cases' rows from the reports.
+        #[arg(long = "case")]
+        cases: Vec<String>,
+        /// The validation reports (JSON) whose rows to take.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+    },
 }
 
 #[derive(Args, Default, Clone)]
@@ -131,6 +144,11 @@ pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
         } => list_cases(env, filter, json, markdown, write_readme),
         CasesCommand::Show { case } => show(env, &case),
         CasesCommand::Validate(args) => validate(env, args).await,
+        CasesCommand::MergeValidation {
+            markdown,
+            cases,
+            reports,
+        } => merge_validation(env, &markdown, &cases, &reports),
         CasesCommand::Lock { cases } => lock(env, &cases).await,
     }
 }
@@ -345,23 +363,13 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = &args.markdown {
-        let json_path = path.with_extension("json");
-        let recorded = if args.merge && json_path.exists() {
-            let previous: ValidationReport =
-                faultline_schema::io::read_json(&json_path, "validation report")?;
-            let existing: BTreeSet<String> =
-                corpus.cases.iter().map(|c| c.id().to_string()).collect();
-            faultline_report::validation::merge(previous, report.clone(), &existing)
-                .map_err(anyhow::Error::msg)?
+        let existing: BTreeSet<String> = corpus.cases.iter().map(|c| c.id().to_string()).collect();
+        let recorded = if args.merge {
+            merged_over(path, report.clone(), &existing)?
         } else {
             report.clone()
         };
-        faultline_schema::io::write_json_atomic(&json_path, &recorded)?;
-        faultline_schema::io::write_atomic(
-            path,
-            faultline_report::validation::markdown(&recorded).as_bytes(),
-        )?;
-        eprintln!("wrote {} and {}", path.display(), json_path.display());
+        write_validation(path, &recorded)?;
     }
     let failed = report.cases.iter().filter(|c| !c.passed).count();
     eprintln!(
@@ -375,6 +383,79 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `fresh`'s rows over those of the report recorded beside `markdown` (if any), keeping only
+/// cases in `existing`.
+fn merged_over(
+    markdown: &std::path::Path,
+    fresh: ValidationReport,
+    existing: &BTreeSet<String>,
+) -> Result<ValidationReport> {
+    let json_path = markdown.with_extension("json");
+    if !json_path.exists() {
+        return Ok(fresh);
+    }
+    let previous: ValidationReport =
+        faultline_schema::io::read_json(&json_path, "validation report")?;
+    faultline_report::validation::merge(previous, fresh, existing).map_err(anyhow::Error::msg)
+}
+
+/// Writes a validation report as Markdown and, beside it, as the JSON `--merge` reads back.
+fn write_validation(markdown: &std::path::Path, report: &ValidationReport) -> Result<()> {
+    let json_path = markdown.with_extension("json");
+    faultline_schema::io::write_json_atomic(&json_path, report)?;
+    faultline_schema::io::write_atomic(
+        markdown,
+        faultline_report::validation::markdown(report).as_bytes(),
+    )?;
+    eprintln!("wrote {} and {}", markdown.display(), json_path.display());
+    Ok(())
+}
+
+fn merge_validation(
+    env: &Env,
+    markdown: &std::path::Path,
+    only: &[String],
+    reports: &[PathBuf],
+) -> Result<ExitCode> {
+    let corpus = env.corpus()?;
+    let existing: BTreeSet<String> = corpus.cases.iter().map(|c| c.id().to_string()).collect();
+    let mut taken = BTreeSet::new();
+    let mut recorded = None;
+    for path in reports {
+        let mut report: ValidationReport =
+            faultline_schema::io::read_json(path, "validation report")?;
+        report
+            .cases
+            .retain(|c| only.is_empty() || only.contains(&c.case_id));
+        for c in &report.cases {
+            if !existing.contains(&c.case_id) {
+                bail!(
+                    "{} has a row for `{}`, which is not in the corpus",
+                    path.display(),
+                    c.case_id
+                );
+            }
+            taken.insert(c.case_id.clone());
+        }
+        recorded = Some(match recorded {
+            None => merged_over(markdown, report, &existing)?,
+            Some(so_far) => faultline_report::validation::merge(so_far, report, &existing)
+                .map_err(anyhow::Error::msg)?,
+        });
+    }
+    if let Some(missing) = only.iter().find(|c| !taken.contains(*c)) {
+        bail!("no report given has a row for `{missing}`");
+    }
+    let recorded = recorded.expect("at least one report is required");
+    write_validation(markdown, &recorded)?;
+    eprintln!(
+        "merged {} rows: {}",
+        taken.len(),
+        taken.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    Ok(all_loaded(&corpus))
 }
 
 /// Failure when a case directory of the corpus did not load: a curator's command must not

@@ -240,3 +240,78 @@ fn a_missing_system_requirement_is_named_before_the_build() {
         .unwrap_or(false);
     assert!(!built, "a workspace was built in {}", workspaces.display());
 }
+
+/// A validation report made elsewhere merges into the corpus report: its rows are taken (or
+/// only those named), and a row for a case the corpus lacks, or a named case with no row, is
+/// refused without writing anything.
+#[test]
+fn validation_reports_from_elsewhere_merge_into_the_corpus_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    let data = tmp.path().join("data");
+    let elsewhere = tmp.path().join("elsewhere/VALIDATION.md");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    let validated = faultline_on(
+        &corpus,
+        &data,
+        &[
+            "cases",
+            "validate",
+            "toy-double-merge",
+            "-k",
+            "1",
+            "--markdown",
+            elsewhere.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    let report = elsewhere.with_extension("json");
+    let into = tmp.path().join("here/VALIDATION.md");
+    std::fs::create_dir_all(into.parent().unwrap()).unwrap();
+    let merge = |extra: &[&str]| {
+        let mut args = vec![
+            "cases",
+            "merge-validation",
+            "--markdown",
+            into.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.push(report.to_str().unwrap());
+        faultline_on(&corpus, &data, &args)
+    };
+
+    let unknown = merge(&["--case", "toy-no-such-case"]);
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && err.contains("toy-no-such-case"),
+        "{err}"
+    );
+    assert!(!into.exists(), "a refused merge wrote {}", into.display());
+
+    let merged = merge(&["--case", "toy-double-merge"]);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let md = std::fs::read_to_string(&into).unwrap();
+    assert!(md.contains("toy-double-merge"), "{md}");
+    assert_eq!(
+        std::fs::read(into.with_extension("json")).unwrap(),
+        std::fs::read(&report).unwrap(),
+        "the merged JSON is the report's one row"
+    );
+
+    // The case leaves the corpus: its row is refused.
+    std::fs::remove_dir_all(corpus.join("toy/toy-double-merge")).unwrap();
+    let gone = merge(&[]);
+    let err = String::from_utf8_lossy(&gone.stderr);
+    assert!(
+        !gone.status.success() && err.contains("not in the corpus"),
+        "{err}"
+    );
+}
