@@ -124,11 +124,7 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         cases => Value::from(Serde(inputs.cases)),
         omitted => inputs.trials.iter().filter(|t| !t.embedded).count(),
         scores_note => leaderboard::scores_note(),
-        headlines => report
-            .run
-            .tracks
-            .iter()
-            .filter_map(|&t| markdown::headline(report, t))
-            .collect::<Vec<_>>(),
+        headlines => markdown::headlines(report),
+        misled_note => markdown::MISLED_NOTE,
     })
 }

@@ -4,8 +4,9 @@
 use crate::Table;
 use crate::leaderboard::{self, interval, pct, signed_pct};
 use faultline_schema::Condition;
-use faultline_schema::report::{Cell, PairedDifference, Report};
+use faultline_schema::report::{PairedDifference, Report};
 use faultline_schema::{ActionKind, Track};
+use std::collections::BTreeMap;
 
 fn difference_cells(d: &PairedDifference) -> [String; 5] {
     let q = |p: f64| {
@@ -130,30 +131,39 @@ pub fn headline(report: &Report, track: Track) -> Option<String> {
     Some(line)
 }
 
+/// Every track's [`headline`], in the run's track order.
+pub fn headlines(report: &Report) -> Vec<String> {
+    report
+        .run
+        .tracks
+        .iter()
+        .filter_map(|&t| headline(report, t))
+        .collect()
+}
+
+/// What [`misled`] lists, for every rendering's caption.
+pub const MISLED_NOTE: &str = "Cases where an agent passed at least half its attempts with the \
+                               symptom alone and fewer than half with the bundle.";
+
 /// The cases where the context bundle turned an agent from passing to failing (a pass rate of at
 /// least one half with the symptom alone, below one half with the bundle): faithful context can
 /// mislead, and these are the cases to read. Repair and reproduction only, whose scores are
 /// pass or fail.
 pub fn misled(report: &Report) -> Table {
     let mut t = Table::new(["track", "agent", "case", "symptom", "context"]);
-    let mean = |c: &&Cell, condition: Condition| {
-        report
-            .cells
-            .iter()
-            .find(|o| {
-                o.condition == condition
-                    && o.agent == c.agent
-                    && o.track == c.track
-                    && o.case == c.case
-            })
-            .and_then(|o| o.mean)
-    };
+    let with_context: BTreeMap<(&str, Track, &str), f64> = report
+        .cells
+        .iter()
+        .filter(|c| c.condition == Condition::Context)
+        .filter_map(|c| Some(((c.agent.as_str(), c.track, c.case.as_str()), c.mean?)))
+        .collect();
     for c in report
         .cells
         .iter()
         .filter(|c| c.track != Track::Diagnose && c.condition == Condition::Symptom)
     {
-        if let (Some(symptom), Some(context)) = (c.mean, mean(&c, Condition::Context))
+        let key = (c.agent.as_str(), c.track, c.case.as_str());
+        if let (Some(symptom), Some(&context)) = (c.mean, with_context.get(&key))
             && symptom >= 0.5
             && context < 0.5
         {
@@ -425,12 +435,7 @@ pub fn markdown(report: &Report) -> String {
     if let Some(line) = regrade_line(report) {
         out.push_str(&format!("{line}\n\n"));
     }
-    let headlines: Vec<String> = report
-        .run
-        .tracks
-        .iter()
-        .filter_map(|&t| headline(report, t))
-        .collect();
+    let headlines = headlines(report);
     if !headlines.is_empty() {
         out.push_str("## Result\n\n");
         for h in &headlines {
@@ -449,10 +454,7 @@ pub fn markdown(report: &Report) -> String {
     }
     let misled = misled(report);
     if !misled.rows.is_empty() {
-        out.push_str(
-            "\n## Context that misled\n\nCases where an agent passed at least half its attempts \
-             with the symptom alone and fewer than half with the bundle.\n\n",
-        );
+        out.push_str(&format!("\n## Context that misled\n\n{MISLED_NOTE}\n\n"));
         out.push_str(&misled.to_markdown());
     }
     if !report.glmm.is_empty() {

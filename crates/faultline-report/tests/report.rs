@@ -369,4 +369,5 @@ fn context_that_turned_a_pass_into_a_fail_is_listed() {
     })
     .unwrap();
     assert!(page.contains("id=\"misled\""));
+    assert!(page.contains(markdown::MISLED_NOTE));
 }

@@ -363,7 +363,7 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = &args.markdown {
-        let existing: BTreeSet<String> = corpus.cases.iter().map(|c| c.id().to_string()).collect();
+        let existing = case_ids(&corpus);
         let recorded = if args.merge {
             merged_over(path, report.clone(), &existing)?
         } else {
@@ -383,6 +383,11 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The ids of the cases the corpus loaded.
+fn case_ids(corpus: &faultline_corpus::Corpus) -> BTreeSet<String> {
+    corpus.cases.iter().map(|c| c.id().to_string()).collect()
 }
 
 /// `fresh`'s rows over those of the report recorded beside `markdown` (if any), keeping only
@@ -420,7 +425,7 @@ fn merge_validation(
     reports: &[PathBuf],
 ) -> Result<ExitCode> {
     let corpus = env.corpus()?;
-    let existing: BTreeSet<String> = corpus.cases.iter().map(|c| c.id().to_string()).collect();
+    let existing = case_ids(&corpus);
     let mut taken = BTreeSet::new();
     let mut recorded = None;
     for path in reports {
