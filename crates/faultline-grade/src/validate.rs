@@ -294,14 +294,9 @@ pub async fn run_variant(
         OracleKind::External => BuildTarget::Oracle,
         OracleKind::InCrate => BuildTarget::Lib,
     };
-    let mut targets = vec![BuildTarget::Lib];
-    for t in &m.regression.targets {
-        if let Some(name) = t.strip_prefix("test:") {
-            targets.push(BuildTarget::Test(name.to_string()));
-        }
-    }
-    if oracle_target == BuildTarget::Oracle {
-        targets.push(BuildTarget::Oracle);
+    let mut targets = BuildTarget::regression(case);
+    if !targets.contains(&oracle_target) {
+        targets.push(oracle_target.clone());
     }
     // A decoy's regression tests matter only when an oracle run passes, so it builds the oracle
     // alone first: most decoys are caught without compiling the crate's own tests.

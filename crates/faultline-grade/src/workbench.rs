@@ -10,7 +10,7 @@ use faultline_corpus::confined::Confined;
 use faultline_corpus::curated::apply_patch;
 use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
 use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
-use faultline_corpus::{DataDir, PreparedCase, TemplateKind};
+use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{
     ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxError, SandboxSpec, Session,
     Toolchain,
@@ -39,6 +39,22 @@ pub enum BuildTarget {
     Test(String),
     /// The external oracle package's tests.
     Oracle,
+}
+
+impl BuildTarget {
+    /// The crate's own test targets that `[regression] targets` declares, and only those: a
+    /// published crate's undeclared tests may not compile outside its upstream workspace.
+    pub fn regression(case: &Case) -> Vec<BuildTarget> {
+        case.manifest
+            .regression
+            .targets
+            .iter()
+            .map(|t| match t.strip_prefix("test:") {
+                Some(name) => BuildTarget::Test(name.to_string()),
+                None => BuildTarget::Lib,
+            })
+            .collect()
+    }
 }
 
 /// A test executable inside the sandbox.

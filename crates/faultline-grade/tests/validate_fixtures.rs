@@ -291,12 +291,30 @@ fn a_malformed_case_toml_names_the_file_and_line() {
 #[tokio::test]
 async fn a_regression_test_that_fails_only_sometimes_is_reported_for_skip() {
     let root = tempfile::tempdir().unwrap();
-    let tree = root.path().join("tree");
     let flaky_test = "\n    #[test]\n    fn counts_its_runs() {\n        \
         let path = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"target/runs\");\n        \
         let n: u32 = std::fs::read_to_string(&path).ok().and_then(|s| s.parse().ok()).unwrap_or(0);\n        \
         std::fs::write(&path, (n + 1).to_string()).unwrap();\n        \
         assert!(n % 2 == 0, \"fails every other run\");\n    }\n}\n";
+    let case = case_on_changed_tree(root.path(), "toy-flaky-regression", |crate_root| {
+        let lib = crate_root.join("src/lib.rs");
+        let text = fs::read_to_string(&lib).unwrap();
+        let end = text.rfind('}').unwrap();
+        fs::write(&lib, format!("{}{flaky_test}", &text[..end])).unwrap();
+    });
+    let v = validate_k(&case, &root.path().join("data"), 2).await;
+    assert!(!v.passed);
+    let p = problems(&v);
+    assert!(
+        p.contains("flaky regression tests on the gold version (run 3 times, two at once): tests::counts_its_runs"),
+        "{p}"
+    );
+    assert!(!p.contains("regression tests fail on"), "{p}");
+}
+
+/// A case over a copy of the fixture crate whose two versions `change` edited alike.
+fn case_on_changed_tree(root: &Path, id: &str, change: impl Fn(&Path)) -> Case {
+    let tree = root.join("tree");
     for version in ["buggy", "fixed"] {
         let from = faultline_testkit::fixture_tree().join(version);
         let to = tree.join(version);
@@ -309,25 +327,45 @@ async fn a_regression_test_that_fails_only_sometimes_is_reported_for_skip() {
                 fs::copy(entry.path(), &target).unwrap();
             }
         }
-        let lib = to.join("src/lib.rs");
-        let text = fs::read_to_string(&lib).unwrap();
-        let end = text.rfind('}').unwrap();
-        fs::write(&lib, format!("{}{flaky_test}", &text[..end])).unwrap();
+        change(&to);
     }
-    let case = write_case(root.path(), "toy-flaky-regression", |dir| {
+    write_case(root, id, |dir| {
         let path = dir.join("case.toml");
         let fixture = faultline_testkit::fixture_tree().canonicalize().unwrap();
         let text = fs::read_to_string(&path)
             .unwrap()
             .replace(&fixture.display().to_string(), &tree.display().to_string());
         fs::write(&path, text).unwrap();
+    })
+}
+
+/// Published crates often ship tests that cannot compile outside their upstream workspace (a
+/// path-only dev-dependency stripped on publishing). Only the regression targets a case declares
+/// are built, so such a crate's case prepares and validates on the test file it names.
+#[tokio::test]
+async fn only_the_declared_regression_targets_are_built() {
+    let root = tempfile::tempdir().unwrap();
+    let broken_unit_tests = "\n#[cfg(test)]\nmod upstream_only {\n    \
+        use upstream_dev_utils::Fixture;\n}\n";
+    let working_tests = "#[test]\nfn a_fresh_counter_is_zero() {\n    \
+        assert_eq!(toy_counter::GCounter::new().value(), 0);\n}\n";
+    let case = case_on_changed_tree(root.path(), "toy-declared-targets", |crate_root| {
+        let lib = crate_root.join("src/lib.rs");
+        let text = fs::read_to_string(&lib).unwrap();
+        fs::write(&lib, format!("{text}{broken_unit_tests}")).unwrap();
+        fs::create_dir_all(crate_root.join("tests")).unwrap();
+        fs::write(crate_root.join("tests/counter.rs"), working_tests).unwrap();
     });
+    let toml = case.dir.join("case.toml");
+    let text = fs::read_to_string(&toml).unwrap();
+    fs::write(
+        &toml,
+        format!("{text}\n[regression]\ntargets = [\"test:counter\"]\n"),
+    )
+    .unwrap();
+    let case = Case::load(&case.dir).unwrap();
     let v = validate_k(&case, &root.path().join("data"), 2).await;
-    assert!(!v.passed);
-    let p = problems(&v);
-    assert!(
-        p.contains("flaky regression tests on the gold version (run 3 times, two at once): tests::counts_its_runs"),
-        "{p}"
-    );
-    assert!(!p.contains("regression tests fail on"), "{p}");
+    assert!(v.passed, "{}", problems(&v));
+    let regression = v.gold.as_ref().unwrap().regression.as_ref().unwrap();
+    assert_eq!(regression.tests_passed, 1, "{regression:?}");
 }

@@ -338,13 +338,25 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                     .map_err(anyhow::Error::msg)?;
                 VerdictPlan::new(fresh_seed()?, &case, &bench)?.inject(&bench)?;
                 let t = Instant::now();
-                bench
-                    .sandbox()
-                    .exec(&ExecRequest::argv(
-                        ["cargo", "test", "--offline", "--locked", "--lib"],
-                        Duration::from_secs(1800),
-                    ))
-                    .await?;
+                let mut targets = BuildTarget::regression(&case);
+                if case.manifest.oracle.kind == OracleKind::InCrate
+                    && !targets.contains(&BuildTarget::Lib)
+                {
+                    targets.push(BuildTarget::Lib);
+                }
+                for target in &targets {
+                    let which = match target {
+                        BuildTarget::Test(name) => vec!["--test", name.as_str()],
+                        _ => vec!["--lib"],
+                    };
+                    let argv = ["cargo", "test", "--offline", "--locked"]
+                        .into_iter()
+                        .chain(which);
+                    bench
+                        .sandbox()
+                        .exec(&ExecRequest::argv(argv, Duration::from_secs(1800)))
+                        .await?;
+                }
                 if case.manifest.oracle.kind == OracleKind::External {
                     bench
                         .sandbox()

@@ -37,45 +37,59 @@ pub fn toolchain_version(toolchain: &Toolchain) -> Result<String> {
 }
 
 /// Builds the crate and its tests inside the sandbox, offline, as the harness (see
-/// [`build_oracle`]). Published crates sometimes ship integration tests that cannot
-/// compile (their path-only dev-dependencies are stripped on publishing); then the library's own
-/// tests are warmed alone, and the other test targets stay as broken for the agent as they are
-/// for any user.
-pub(super) async fn warm_build(t: &Template, toolchain: &Toolchain) -> Result<()> {
+/// [`build_oracle`]). Published crates sometimes ship tests that cannot compile (their path-only
+/// dev-dependencies are stripped on publishing); then only the test targets the case's
+/// regression set declares (`regression`: `lib` or `test:<name>`) are warmed, and the others stay
+/// as broken for the agent as they are for any user.
+pub(super) async fn warm_build(
+    t: &Template,
+    toolchain: &Toolchain,
+    regression: &[String],
+) -> Result<()> {
     let sandbox = Sandbox::new(
         t.sandbox_spec(toolchain, &t.workspace, None)
             .identity(Identity::Harness),
     )?;
-    let build: &[&str] = &["cargo", "build", "--offline", "--locked"];
-    let test: &[&str] = &["cargo", "test", "--no-run", "--offline", "--locked"];
-    let lib_tests: &[&str] = &[
-        "cargo",
-        "test",
-        "--no-run",
-        "--offline",
-        "--locked",
-        "--lib",
-    ];
-    for step in [build, test] {
-        let out = sandbox
-            .exec(&ExecRequest::argv(step.iter().copied(), BUILD_TIMEOUT))
-            .await?;
-        if out.success() {
-            continue;
-        }
-        if step == test {
-            let lib_only = sandbox
-                .exec(&ExecRequest::argv(lib_tests.iter().copied(), BUILD_TIMEOUT))
+    let cargo = |verb: &str, extra: &[&str]| -> Vec<String> {
+        ["cargo", verb, "--offline", "--locked"]
+            .iter()
+            .chain(extra)
+            .map(|w| w.to_string())
+            .collect()
+    };
+    let run = |argv: Vec<String>| {
+        let sandbox = &sandbox;
+        async move {
+            let out = sandbox
+                .exec(&ExecRequest::argv(argv.iter().cloned(), BUILD_TIMEOUT))
                 .await?;
-            if lib_only.success() {
-                continue;
-            }
+            anyhow::Ok((argv, out))
         }
+    };
+    let (argv, out) = run(cargo("build", &[])).await?;
+    if !out.success() {
         bail!(
             "`{}` failed in the new workspace:\n{}",
-            step.join(" "),
+            argv.join(" "),
             out.stderr.text
         );
+    }
+    if run(cargo("test", &["--no-run"])).await?.1.success() {
+        return Ok(());
+    }
+    for target in regression {
+        let extra = match target.strip_prefix("test:") {
+            Some(name) => vec!["--no-run", "--test", name],
+            None => vec!["--no-run", "--lib"],
+        };
+        let (argv, out) = run(cargo("test", &extra)).await?;
+        if !out.success() {
+            bail!(
+                "`{}` failed in the new workspace (a declared regression target must build):\n{}",
+                argv.join(" "),
+                out.stderr.text
+            );
+        }
     }
     Ok(())
 }

@@ -10,8 +10,8 @@ use crate::validate::run_regression;
 use crate::verdict::{OracleVerdict, VerdictPlan, fresh_seed, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
+use faultline_corpus::TemplateKind;
 use faultline_corpus::confined::is_refusal;
-use faultline_corpus::{Case, TemplateKind};
 use faultline_sandbox::LimitHit;
 use faultline_schema::grade::RepairDetails;
 use faultline_schema::{Grade, GradingSettings, OracleKind, Outcome, Track};
@@ -269,17 +269,6 @@ fn forged(v: &OracleVerdict, details: RepairDetails) -> (Outcome, String, Repair
     )
 }
 
-/// The crate's own test targets that the regression run needs.
-fn regression_targets(case: &Case) -> Vec<BuildTarget> {
-    let mut targets = vec![BuildTarget::Lib];
-    for t in &case.manifest.regression.targets {
-        if let Some(name) = t.strip_prefix("test:") {
-            targets.push(BuildTarget::Test(name.into()));
-        }
-    }
-    targets
-}
-
 /// Builds the regression tests. The tests are always trusted text: the buggy version's, and when
 /// those no longer compile against the patch (it changed an internal API they use), the fixed
 /// version's tests in the files the patch touched, as the reference fix left them.
@@ -289,7 +278,7 @@ async fn build_regression(
     applied: &[String],
     plan: &VerdictPlan,
 ) -> Result<Result<Vec<TestBinary>, (Outcome, String)>> {
-    let targets = regression_targets(ctx.case);
+    let targets = BuildTarget::regression(ctx.case);
     let first = build_or_outcome(bench, &targets).await?;
     let Err((Outcome::BuildError, first_error)) = &first else {
         return Ok(first);
