@@ -42,7 +42,7 @@ use isolation::{
 use layout::{DataDir, SHARED_DIR, Template};
 use prepared::{
     PreparedCase, Stamp, all_dirs, committed_locks_match, hash_inputs, intact_manifest,
-    worth_hashing,
+    recorded_manifest, worth_hashing,
 };
 use std::collections::BTreeMap;
 use std::fs;
@@ -173,10 +173,12 @@ fn prepared_read_only(
             "the prepared workspace is of another version of the case or toolchain".into(),
         ));
     }
-    // Metadata, not hashes: every write to a file moves its `ctime`, this process cannot repair
-    // what it finds, and every grade checks its template's metadata again before using it.
-    let manifest = intact_manifest(root, &stamp, Depth::Metadata)
-        .map_err(|found| not_ready(format!("the prepared workspace is damaged ({found})")))?;
+    // No walk here: this process cannot repair what a walk would find, and every agent
+    // workspace and every grade checks its template's metadata against this manifest before
+    // using it (a damaged template fails that trial, named), so a walk per case per shard
+    // would only repeat that work before the first trial.
+    let manifest = recorded_manifest(root, &stamp)
+        .map_err(|found| not_ready(format!("the prepared workspace is unusable ({found})")))?;
     Ok(PreparedCase {
         stamp,
         sources,

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use faultline_agent::baselines;
 use faultline_agent::record::Recorder;
 use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, TrialEnv, TrialResult};
-use faultline_corpus::checks::static_checks;
+use faultline_corpus::checks::symptom_names;
 use faultline_corpus::curated::gold_patch;
 use faultline_corpus::gold::TreeDiff;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
@@ -322,8 +322,10 @@ pub async fn run(
         let p = prepare(case, &data, &toolchain, &PrepareOptions::default())
             .await
             .with_context(|| format!("preparing {}", case.id()))?;
-        let (report, _) = static_checks(case, &p.sources)?;
-        names_function.insert(case.id().to_string(), !report.symptom_names.is_empty());
+        names_function.insert(
+            case.id().to_string(),
+            !symptom_names(case, &p.sources).is_empty(),
+        );
         // The gold baseline submits the minimal fix, not the whole release.
         let fix = gold_patch(case, &p.sources).with_context(|| case.id().to_string())?;
         gold.insert(case.id().to_string(), fix.diff);

@@ -192,6 +192,21 @@ pub(super) fn worth_hashing(dir: &str, path: &str, entry: &Entry) -> bool {
         || (!dir.ends_with("/vendor") && !path.starts_with("target/"))
 }
 
+/// The manifest `stamp.json` records, read without walking the templates: every use of a
+/// template checks it against this before trusting it ([`PreparedCase::check`]).
+pub(super) fn recorded_manifest(
+    root: &Path,
+    stamp: &Stamp,
+) -> std::result::Result<Manifest, String> {
+    let manifest: Manifest =
+        faultline_schema::io::read_json(&root.join("manifest.json"), "template manifest")
+            .map_err(|e| format!("its manifest is unreadable ({e})"))?;
+    if manifest.sha256() != stamp.manifest_sha256 {
+        return Err("its manifest.json is not the one stamp.json records".into());
+    }
+    Ok(manifest)
+}
+
 /// The manifest of a prepared case, if it belongs to the stamp and every template still matches
 /// it to `depth` (the content where `prepare` may repair, the metadata where a process only
 /// reads the data directory); otherwise what is wrong.
@@ -200,12 +215,7 @@ pub(super) fn intact_manifest(
     stamp: &Stamp,
     depth: Depth,
 ) -> std::result::Result<Manifest, String> {
-    let manifest: Manifest =
-        faultline_schema::io::read_json(&root.join("manifest.json"), "template manifest")
-            .map_err(|e| format!("its manifest is unreadable ({e})"))?;
-    if manifest.sha256() != stamp.manifest_sha256 {
-        return Err("its manifest.json is not the one stamp.json records".into());
-    }
+    let manifest = recorded_manifest(root, stamp)?;
     let damage = manifest
         .check(root, &all_dirs(stamp), depth)
         .map_err(|e| format!("its templates cannot be read ({e})"))?;
