@@ -5,7 +5,15 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Result, StatsError};
+/// A condition name that [`Condition::new`] rejected. Its own type, so this
+/// module needs nothing from the rest of the crate; it converts into
+/// [`crate::StatsError::InvalidCondition`] with `?`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid condition name {name:?}: use lowercase ASCII letters, digits, '-', '_' and ':'")]
+pub struct InvalidConditionName {
+    /// The rejected name.
+    pub name: String,
+}
 
 /// What the agent was given besides the repository: one level of the benchmark's
 /// experimental factor.
@@ -23,12 +31,12 @@ impl Condition {
 
     /// Validates a name: non-empty, lowercase ASCII letters, digits, `-`, `_` and `:`
     /// (as in `model:small`), so a name is safe in tables, CSV files and R formulas.
-    pub fn new(name: impl Into<String>) -> Result<Self> {
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidConditionName> {
         let name = name.into();
         let allowed =
             |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | ':');
         if name.is_empty() || !name.chars().all(allowed) {
-            return Err(StatsError::InvalidCondition { name });
+            return Err(InvalidConditionName { name });
         }
         Ok(Self(name))
     }
@@ -67,9 +75,9 @@ impl PartialOrd for Condition {
 }
 
 impl FromStr for Condition {
-    type Err = StatsError;
+    type Err = InvalidConditionName;
 
-    fn from_str(s: &str) -> Result<Self> {
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::new(s)
     }
 }
@@ -92,7 +100,7 @@ mod tests {
         for bad in ["", "Context", "with space", "naïve", "a,b"] {
             assert_eq!(
                 bad.parse::<Condition>(),
-                Err(StatsError::InvalidCondition {
+                Err(InvalidConditionName {
                     name: bad.to_owned()
                 })
             );

@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use crate::condition::Condition;
+use crate::condition::{Condition, InvalidConditionName};
 
 /// Everything that can go wrong in an analysis, so that callers get a clear
 /// message instead of a panic or a silently wrong number.
@@ -130,13 +130,8 @@ pub enum StatsError {
     },
     /// A condition name was empty or used characters outside lowercase ASCII letters,
     /// digits, `-`, `_` and `:`.
-    #[error(
-        "invalid condition name {name:?}: use lowercase ASCII letters, digits, '-', '_' and ':'"
-    )]
-    InvalidCondition {
-        /// The rejected name.
-        name: String,
-    },
+    #[error(transparent)]
+    InvalidCondition(#[from] InvalidConditionName),
     /// The GLMM compares every condition with the baseline, which the data lacks.
     #[error(
         "the GLMM needs the baseline condition {baseline} to compare with, found only {found}",

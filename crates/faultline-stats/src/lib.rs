@@ -54,6 +54,7 @@ pub use bootstrap::{
     BootstrapCi, BootstrapOptions, Histogram, Interval, PairedBootstrap, bootstrap_mean,
     paired_bootstrap,
 };
+pub use condition::InvalidConditionName;
 pub use data::{Attribute, CaseInfo, CaseScores, Condition, Observation, PassKPoint, ResultSet};
 pub use error::{Result, StatsError};
 pub use glmm::{FixedEffect, GlmmFit, SINGULAR_TOL, fit_glmm};

@@ -1,7 +1,8 @@
 //! GLMM input validation and a symmetry check of the solver.
 
 use faultline_stats::{
-    Condition, Observation, ResultSet, StatsError, SweepSpec, fit_glmm, simulate_sweep,
+    Condition, InvalidConditionName, Observation, ResultSet, StatsError, SweepSpec, fit_glmm,
+    simulate_sweep,
 };
 
 fn spec(configs: usize, cases: usize) -> SweepSpec {
@@ -127,12 +128,12 @@ fn an_all_pass_level_is_named() {
 #[test]
 fn bad_condition_names_are_errors() {
     for bad in ["", "Static", "model small", "ctx,1"] {
-        let err = Condition::new(bad).unwrap_err();
+        let err = StatsError::from(Condition::new(bad).unwrap_err());
         assert_eq!(
             err,
-            StatsError::InvalidCondition {
+            StatsError::InvalidCondition(InvalidConditionName {
                 name: bad.to_owned()
-            }
+            })
         );
         assert!(err.to_string().contains("invalid condition name"), "{err}");
     }
