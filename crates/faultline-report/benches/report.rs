@@ -8,23 +8,23 @@
 
 use faultline_report::summary::{Options, build};
 use faultline_report::{html, markdown, synthetic};
-use faultline_stats::SweepSpec;
+use faultline_stats::{Condition, SweepSpec};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const BUDGET: Duration = Duration::from_secs(5);
-const SPEC: SweepSpec = SweepSpec {
-    configs: 10,
-    cases: 120,
-    attempts: 3,
-    intercept: -0.7,
-    context_effect: 0.8,
-    sd_config: 1.0,
-    sd_case: 1.5,
-};
 
 fn main() -> ExitCode {
-    let records = match synthetic::records(&SPEC, 7_200) {
+    let spec = SweepSpec {
+        configs: 10,
+        cases: 120,
+        attempts: 3,
+        intercept: -0.7,
+        effects: vec![(Condition::context(), 0.8)],
+        sd_config: 1.0,
+        sd_case: 1.5,
+    };
+    let records = match synthetic::records(&spec, 7_200) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

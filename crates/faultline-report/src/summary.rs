@@ -44,8 +44,8 @@ impl Default for Options {
 
 fn stats_condition(c: Condition) -> faultline_stats::Condition {
     match c {
-        Condition::Symptom => faultline_stats::Condition::Symptom,
-        Condition::Context => faultline_stats::Condition::Context,
+        Condition::Symptom => faultline_stats::Condition::symptom(),
+        Condition::Context => faultline_stats::Condition::context(),
     }
 }
 
@@ -199,7 +199,7 @@ impl Group<'_> {
         let Ok(set) = ResultSet::new(self.observations()) else {
             return Vec::new();
         };
-        let Ok(curve) = set.pass_k_curve(self.agent, stats_condition(self.condition)) else {
+        let Ok(curve) = set.pass_k_curve(self.agent, &stats_condition(self.condition)) else {
             return Vec::new();
         };
         curve
@@ -337,7 +337,10 @@ fn glmm(track: Track, groups: &[Group], model_agents: &BTreeSet<&str>) -> GlmmRe
     }
     match ResultSet::new(observations).and_then(|set| fit_glmm(&set)) {
         Ok(fit) => {
-            let c = fit.condition_effect();
+            let Some(c) = fit.context_effect() else {
+                out.error = Some("the model agents ran no context condition".into());
+                return out;
+            };
             out.fit = Some(GlmmFitSummary {
                 intercept: coefficient(&fit.fixed[0]),
                 context: coefficient(c),
@@ -461,8 +464,8 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
                 let d = ResultSet::new(obs)
                     .and_then(|s| {
                         s.pooled_paired_case_means(
-                            stats_condition(Condition::Context),
-                            stats_condition(Condition::Symptom),
+                            &stats_condition(Condition::Context),
+                            &stats_condition(Condition::Symptom),
                         )
                     })
                     .map_err(|e| e.to_string())

@@ -15,18 +15,20 @@ const CATEGORIES: [Category; 3] = [
     Category::ConcurrencyOrdering,
 ];
 
-/// The repair-track records of a sweep drawn from `spec` with `seed`.
+/// The repair-track records of a sweep drawn from `spec` with `seed`; errors on a condition
+/// the schema cannot record (it knows `symptom` and `context` only).
 pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsError> {
     let observations = simulate_sweep(spec, seed)?;
-    Ok(observations
+    observations
         .into_iter()
         .map(|o| {
             let config: u64 = o.config.trim_start_matches("config-").parse().unwrap_or(0);
             let case: u64 = o.case.trim_start_matches("case-").parse().unwrap_or(0);
-            let condition = match o.condition {
-                faultline_stats::Condition::Symptom => Condition::Symptom,
-                faultline_stats::Condition::Context => Condition::Context,
-            };
+            let condition: Condition = o
+                .condition
+                .as_str()
+                .parse()
+                .map_err(StatsError::InvalidOption)?;
             let pass = o.value >= 1.0;
             let mix = config * 7 + case * 13 + u64::from(o.attempt) * 3;
             let steps = 10 + (mix % 40) as u32 + 5 * config as u32;
@@ -38,7 +40,7 @@ pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsEr
             actions.insert(ActionKind::Test, steps / 6);
             actions.insert(ActionKind::Submit, 1);
             let trial_id = format!("{}/{}/repair/{condition}/{}", o.config, o.case, o.attempt);
-            ResultRecord {
+            Ok(ResultRecord {
                 schema_version: RUN_SCHEMA_VERSION,
                 trial_id,
                 system: SYSTEMS[(case % 4) as usize].into(),
@@ -72,7 +74,7 @@ pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsEr
                 working_secs: 30.0 + steps as f64 * 4.0,
                 actions,
                 finished_at: "2026-01-01T00:00:00Z".into(),
-            }
+            })
         })
-        .collect())
+        .collect()
 }

@@ -12,7 +12,7 @@ fn sweep() -> Vec<ResultRecord> {
         cases: 12,
         attempts: 3,
         intercept: -0.3,
-        context_effect: 1.2,
+        effects: vec![(faultline_stats::Condition::context(), 1.2)],
         sd_config: 0.8,
         sd_case: 1.2,
     };

@@ -17,15 +17,17 @@ use faultline_stats::{
 
 const BUDGET: Duration = Duration::from_secs(5);
 const SEED: u64 = 7_200;
-const SPEC: SweepSpec = SweepSpec {
-    configs: 10,
-    cases: 120,
-    attempts: 3,
-    intercept: -0.7,
-    context_effect: 0.8,
-    sd_config: 1.0,
-    sd_case: 1.5,
-};
+fn spec() -> SweepSpec {
+    SweepSpec {
+        configs: 10,
+        cases: 120,
+        attempts: 3,
+        intercept: -0.7,
+        effects: vec![(Condition::context(), 0.8)],
+        sd_config: 1.0,
+        sd_case: 1.5,
+    }
+}
 
 /// Elapsed time of each step, printed as a table at the end.
 struct Timer(Vec<(&'static str, Duration)>);
@@ -51,7 +53,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<bool> {
-    let observations = simulate_sweep(&SPEC, SEED)?;
+    let observations = simulate_sweep(&spec(), SEED)?;
     let csv = to_csv(&observations);
     let options = BootstrapOptions::new(SEED);
     let mut timer = Timer(Vec::new());
@@ -74,16 +76,17 @@ fn run() -> Result<bool> {
         })
         .collect();
 
+    let conditions = results.conditions();
     let means = timer.run("case means, pass@1/3, pass^3, tier breakdown", || {
         let mut means = BTreeMap::new();
         for config in &configs {
-            for condition in Condition::ALL {
+            for condition in &conditions {
                 let scores = results.case_means(config, condition)?;
                 black_box(scores.breakdown(Attribute::Tier, &tiers)?);
                 black_box(results.case_pass_at_k(config, condition, 1)?.mean());
                 black_box(results.case_pass_at_k(config, condition, 3)?.mean());
                 black_box(results.case_pass_hat_k(config, condition, 3)?.mean());
-                means.insert((config.clone(), condition), scores);
+                means.insert((config.clone(), condition.clone()), scores);
             }
         }
         Ok(means)
@@ -96,21 +99,22 @@ fn run() -> Result<bool> {
     })?;
     timer.run("11 paired condition bootstraps", || {
         for config in &configs {
-            let context = &means[&(config.clone(), Condition::Context)];
-            let symptom = &means[&(config.clone(), Condition::Symptom)];
+            let context = &means[&(config.clone(), Condition::context())];
+            let symptom = &means[&(config.clone(), Condition::symptom())];
             black_box(paired_bootstrap(context, symptom, &options)?);
         }
-        let pooled = [Condition::Context, Condition::Symptom].map(|c| results.pooled_case_means(c));
+        let pooled =
+            [Condition::context(), Condition::symptom()].map(|c| results.pooled_case_means(&c));
         let [context, symptom] = pooled;
         black_box(paired_bootstrap(&context?, &symptom?, &options)?.histogram(40)?);
         Ok(())
     })?;
     timer.run("90 paired config-vs-config bootstraps", || {
-        for condition in Condition::ALL {
+        for condition in &conditions {
             for (i, a) in configs.iter().enumerate() {
                 for b in &configs[i + 1..] {
-                    let first = &means[&(a.clone(), condition)];
-                    let second = &means[&(b.clone(), condition)];
+                    let first = &means[&(a.clone(), condition.clone())];
+                    let second = &means[&(b.clone(), condition.clone())];
                     black_box(paired_bootstrap(first, second, &options)?.histogram(40)?);
                 }
             }
@@ -131,7 +135,10 @@ fn run() -> Result<bool> {
         BUDGET.as_secs()
     );
     let glmm_time = timer.0.last().map_or(Duration::ZERO, |(_, d)| *d);
-    let c = fit.condition_effect();
+    let Some(c) = fit.context_effect() else {
+        eprintln!("error: the sweep has no context condition");
+        return Ok(false);
+    };
     println!(
         "ours: beta_condition {:.6} (SE {:.6}), sd_config {:.6}, sd_case {:.6}, logLik {:.4} ({} deviance evaluations)",
         c.estimate, c.std_error, fit.sd_config, fit.sd_case, fit.log_likelihood, fit.evaluations
@@ -148,8 +155,8 @@ fn run() -> Result<bool> {
                 };
                 println!(
                     "{label}: beta_condition {:.6} (SE {:.6}), sd_config {:.6}, sd_case {:.6}, logLik {:.4}",
-                    get("beta_condition"),
-                    get("se_condition"),
+                    get("beta_conditioncontext"),
+                    get("se_conditioncontext"),
                     get("sd_config"),
                     get("sd_case"),
                     get("loglik")

@@ -264,7 +264,12 @@ impl ResultSet {
                     value: o.value,
                 });
             }
-            if !seen.insert((o.config.clone(), o.case.clone(), o.condition, o.attempt)) {
+            if !seen.insert((
+                o.config.clone(),
+                o.case.clone(),
+                o.condition.clone(),
+                o.attempt,
+            )) {
                 return Err(StatsError::Duplicate {
                     config: o.config,
                     case: o.case,
@@ -314,36 +319,34 @@ impl ResultSet {
         self.cases.iter().map(String::as_str)
     }
 
-    /// Conditions that occur in the data, baseline first.
+    /// Conditions that occur in the data, baseline first and then by name.
     pub fn conditions(&self) -> Vec<Condition> {
-        Condition::ALL
-            .into_iter()
-            .filter(|c| self.cells.keys().any(|(_, k, _)| k == c))
-            .collect()
+        let present: BTreeSet<&Condition> = self.cells.keys().map(|(_, k, _)| k).collect();
+        present.into_iter().cloned().collect()
     }
 
-    pub(crate) fn cells(&self) -> impl Iterator<Item = (&str, Condition, &str, &Cell)> {
+    pub(crate) fn cells(&self) -> impl Iterator<Item = (&str, &Condition, &str, &Cell)> {
         self.cells
             .iter()
-            .map(|((config, cond, case), cell)| (config.as_str(), *cond, case.as_str(), cell))
+            .map(|((config, cond, case), cell)| (config.as_str(), cond, case.as_str(), cell))
     }
 
-    fn group(
-        &self,
-        config: &str,
-        condition: Condition,
-    ) -> Result<impl Iterator<Item = (&str, &Cell)>> {
-        let lo = (config.to_owned(), condition, String::new());
+    fn group<'a>(
+        &'a self,
+        config: &'a str,
+        condition: &'a Condition,
+    ) -> Result<impl Iterator<Item = (&'a str, &'a Cell)>> {
+        let lo = (config.to_owned(), condition.clone(), String::new());
         let mut iter = self
             .cells
             .range(lo..)
-            .take_while(move |((c, k, _), _)| c == config && *k == condition)
+            .take_while(move |((c, k, _), _)| c == config && k == condition)
             .map(|((_, _, case), cell)| (case.as_str(), cell))
             .peekable();
         if iter.peek().is_none() {
             return Err(StatsError::UnknownGroup {
                 config: config.to_owned(),
-                condition,
+                condition: condition.clone(),
             });
         }
         Ok(iter)
@@ -351,7 +354,7 @@ impl ResultSet {
 
     /// Mean over attempts for each case of one configuration and condition;
     /// its [`CaseScores::mean`] is the DistDebug headline number.
-    pub fn case_means(&self, config: &str, condition: Condition) -> Result<CaseScores> {
+    pub fn case_means(&self, config: &str, condition: &Condition) -> Result<CaseScores> {
         CaseScores::new(
             self.group(config, condition)?
                 .map(|(case, cell)| (case.to_owned(), cell.mean())),
@@ -361,7 +364,7 @@ impl ResultSet {
     /// Per case, the mean over configurations of each configuration's attempt
     /// mean: the condition's aggregate with configurations weighted equally.
     /// A case that some configurations lack averages over those that have it.
-    pub fn pooled_case_means(&self, condition: Condition) -> Result<CaseScores> {
+    pub fn pooled_case_means(&self, condition: &Condition) -> Result<CaseScores> {
         let mut per_case: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
         for (_, cond, case, cell) in self.cells() {
             if cond == condition {
@@ -373,7 +376,7 @@ impl ResultSet {
         if per_case.is_empty() {
             return Err(StatsError::UnknownGroup {
                 config: "(all)".to_owned(),
-                condition,
+                condition: condition.clone(),
             });
         }
         CaseScores::new(
@@ -389,8 +392,8 @@ impl ResultSet {
     /// difference never compares one set of configurations with another.
     pub fn pooled_paired_case_means(
         &self,
-        first: Condition,
-        second: Condition,
+        first: &Condition,
+        second: &Condition,
     ) -> Result<(CaseScores, CaseScores)> {
         let mut cells: BTreeMap<(&str, &str), [Option<f64>; 2]> = BTreeMap::new();
         for (config, cond, case, cell) in self.cells() {
@@ -415,7 +418,7 @@ impl ResultSet {
         if per_case.is_empty() {
             return Err(StatsError::UnknownGroup {
                 config: "(all, paired)".to_owned(),
-                condition: first,
+                condition: first.clone(),
             });
         }
         let side = |pick: fn(&(f64, f64, usize)) -> f64| {
@@ -429,7 +432,12 @@ impl ResultSet {
     }
 
     /// Unbiased per-case pass@k (at least one of k attempts passes).
-    pub fn case_pass_at_k(&self, config: &str, condition: Condition, k: u32) -> Result<CaseScores> {
+    pub fn case_pass_at_k(
+        &self,
+        config: &str,
+        condition: &Condition,
+        k: u32,
+    ) -> Result<CaseScores> {
         self.case_counts_map(config, condition, k, passk::pass_at_k)
     }
 
@@ -437,7 +445,7 @@ impl ResultSet {
     pub fn case_pass_hat_k(
         &self,
         config: &str,
-        condition: Condition,
+        condition: &Condition,
         k: u32,
     ) -> Result<CaseScores> {
         self.case_counts_map(config, condition, k, passk::pass_hat_k)
@@ -446,7 +454,7 @@ impl ResultSet {
     /// pass@k and pass^k for every k up to the most attempts any case has, each averaged over
     /// the cases with at least k attempts (an unbiased estimate needs n >= k), with how many
     /// cases that is: a run whose cases got different attempt counts still reports every k.
-    pub fn pass_k_curve(&self, config: &str, condition: Condition) -> Result<Vec<PassKPoint>> {
+    pub fn pass_k_curve(&self, config: &str, condition: &Condition) -> Result<Vec<PassKPoint>> {
         let mut counts = Vec::new();
         for (case, cell) in self.group(config, condition)? {
             counts.push(cell.pass_counts(config, case)?);
@@ -473,7 +481,7 @@ impl ResultSet {
     fn case_counts_map(
         &self,
         config: &str,
-        condition: Condition,
+        condition: &Condition,
         k: u32,
         estimator: fn(u32, u32, u32) -> Result<f64>,
     ) -> Result<CaseScores> {

@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use crate::condition::Condition;
+use crate::condition::{Condition, InvalidConditionName};
 
 /// Everything that can go wrong in an analysis, so that callers get a clear
 /// message instead of a panic or a silently wrong number.
@@ -128,6 +128,19 @@ pub enum StatsError {
         /// Name of the attribute.
         attribute: &'static str,
     },
+    /// A condition name was empty or used characters outside lowercase ASCII letters,
+    /// digits, `-`, `_` and `:`.
+    #[error(transparent)]
+    InvalidCondition(#[from] InvalidConditionName),
+    /// The GLMM compares every condition with the baseline, which the data lacks.
+    #[error(
+        "the GLMM needs the baseline condition {baseline} to compare with, found only {found}",
+        baseline = Condition::BASELINE
+    )]
+    MissingBaseline {
+        /// The conditions present, comma-separated.
+        found: String,
+    },
     /// An option was outside its valid range.
     #[error("invalid option: {0}")]
     InvalidOption(String),
@@ -150,7 +163,7 @@ pub enum StatsError {
     /// Every attempt under one condition had the same outcome, so the
     /// logit-scale fixed effects are infinite (complete separation).
     #[error(
-        "every attempt under {condition} {outcome}; the GLMM's fixed effects would be infinite (complete separation)"
+        "every attempt under condition {condition} {outcome}; the GLMM's fixed effects would be infinite (complete separation)"
     )]
     Separation {
         /// The condition without variation.

@@ -1,6 +1,11 @@
 //! Mixed-effects logistic regression `pass ~ condition + (1|config) + (1|case)`
 //! fitted by the Laplace approximation, matching lme4's `glmer(nAGQ = 1)`.
 //!
+//! `condition` is a factor with one level per condition present, baseline
+//! (`symptom`) first and the others by name, coded as R codes a factor by
+//! default: an intercept for the baseline and one coefficient
+//! `condition<level>` per other level, its logit shift against the baseline.
+//!
 //! Why a GLMM: pass rates of different configurations on different cases are
 //! not independent, so the condition effect must be estimated while
 //! configuration strength and case difficulty are treated as random.
@@ -12,13 +17,16 @@
 //! the Hessian of the penalised deviance in `u` (halved). Stage 1 optimises θ
 //! with β profiled inside the Newton iteration (lme4's `nAGQ = 0`); stage 2
 //! optimises θ and β jointly by Nelder–Mead. Standard errors come from a
-//! finite-difference Hessian of the deviance in (θ, β), as lme4 does by default.
+//! finite-difference Hessian of the deviance in (θ, β), as lme4 does by default;
+//! the deviance is summed with compensation (`sum.rs`) so that those
+//! differences are not rounding noise.
 
 use nalgebra::{DMatrix, DVector};
 
 use crate::data::{Condition, ResultSet};
 use crate::error::{Result, StatsError};
 use crate::optimize::{Tolerance, nelder_mead};
+use crate::sum::CompensatedSum;
 
 /// Below this a standard deviation counts as zero: lme4's `isSingular` tolerance.
 pub const SINGULAR_TOL: f64 = 1e-4;
@@ -51,7 +59,10 @@ pub struct FixedEffect {
 /// Result of [`fit_glmm`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GlmmFit {
-    /// Intercept (symptom condition) first, then the context effect.
+    /// The condition levels present, baseline first and then by name.
+    pub levels: Vec<Condition>,
+    /// Intercept (the baseline) first, then one effect per further level, in
+    /// the order of [`GlmmFit::levels`].
     pub fixed: Vec<FixedEffect>,
     /// Standard deviation of the configuration random intercepts (logit scale).
     pub sd_config: f64,
@@ -79,16 +90,24 @@ pub struct GlmmFit {
 }
 
 impl GlmmFit {
-    /// The coefficient of interest: context versus symptom-only, on the logit scale.
-    pub fn condition_effect(&self) -> &FixedEffect {
-        &self.fixed[1]
+    /// Logit-scale effect of `level` against the baseline; `None` for the
+    /// baseline itself (that is the intercept) and for levels not in the data.
+    pub fn effect(&self, level: &Condition) -> Option<&FixedEffect> {
+        let i = self.levels.iter().position(|l| l == level)?;
+        (i > 0).then(|| &self.fixed[i])
+    }
+
+    /// The report's headline coefficient: context versus symptom-only, when the data has both.
+    pub fn context_effect(&self) -> Option<&FixedEffect> {
+        self.effect(&Condition::context())
     }
 }
 
 /// Fits `pass ~ condition + (1|config) + (1|case)` by Laplace approximation.
 ///
-/// All values must be pass/fail. Errors if a factor has a single level or if
-/// the fit breaks down numerically.
+/// All values must be pass/fail. Errors if the baseline condition is missing,
+/// if a factor has a single level, if a condition level is all-pass or
+/// all-fail (separation), or if the fit breaks down numerically.
 pub fn fit_glmm(results: &ResultSet) -> Result<GlmmFit> {
     let data = Data::from_results(results)?;
     let model = Model::new(&data);
@@ -121,12 +140,12 @@ pub fn fit_glmm(results: &ResultSet) -> Result<GlmmFit> {
     let beta = &stage2.x[2..];
     let covariance = beta_covariance(&model, &theta, beta, &mut mode)?;
 
-    let names = [
-        "(Intercept)".to_owned(),
-        format!("condition{}", Condition::Context),
-    ];
+    let names = std::iter::once("(Intercept)".to_owned()).chain(
+        data.levels[1..]
+            .iter()
+            .map(|level| format!("condition{level}")),
+    );
     let fixed = names
-        .into_iter()
         .zip(beta)
         .enumerate()
         .map(|(i, (name, &estimate))| {
@@ -150,6 +169,7 @@ pub fn fit_glmm(results: &ResultSet) -> Result<GlmmFit> {
         (theta[0], theta[1])
     };
     Ok(GlmmFit {
+        levels: data.levels,
         fixed,
         sd_config,
         sd_case,
@@ -168,9 +188,11 @@ pub fn fit_glmm(results: &ResultSet) -> Result<GlmmFit> {
 /// Attempts pooled per (config, case, condition): binomial counts give the
 /// same likelihood as the Bernoulli rows at a fraction of the cost.
 struct Data {
+    levels: Vec<Condition>,
     config: Vec<usize>,
     case: Vec<usize>,
-    context: Vec<f64>,
+    /// Index into `levels`; the design row is the indicator of this level (none for the baseline).
+    level: Vec<usize>,
     passes: Vec<f64>,
     trials: Vec<f64>,
     n_obs: usize,
@@ -182,9 +204,15 @@ impl Data {
     fn from_results(results: &ResultSet) -> Result<Self> {
         let configs: Vec<&str> = results.configs().collect();
         let cases: Vec<&str> = results.cases().collect();
-        let conditions = results.conditions();
+        let levels = results.conditions();
+        if !levels.first().is_some_and(Condition::is_baseline) {
+            let found: Vec<&str> = levels.iter().map(Condition::as_str).collect();
+            return Err(StatsError::MissingBaseline {
+                found: found.join(", "),
+            });
+        }
         for (factor, levels) in [
-            ("condition", conditions.len()),
+            ("condition", levels.len()),
             ("config", configs.len()),
             ("case", cases.len()),
         ] {
@@ -192,10 +220,13 @@ impl Data {
                 return Err(StatsError::SingleLevel { factor, levels });
             }
         }
+        // (passes, attempts) per level.
+        let mut totals = vec![(0.0, 0.0); levels.len()];
         let mut data = Data {
+            levels,
             config: Vec::new(),
             case: Vec::new(),
-            context: Vec::new(),
+            level: Vec::new(),
             passes: Vec::new(),
             trials: Vec::new(),
             n_obs: results.len(),
@@ -207,27 +238,26 @@ impl Data {
                 StatsError::GlmmFailed(format!("internal: level {name:?} missing from its factor"))
             })
         };
-        // (passes, attempts) per condition, in the order of `Condition::ALL`.
-        let mut totals = [(0.0, 0.0); 2];
         for (config, condition, case, cell) in results.cells() {
             let (n, c) = cell.pass_counts(config, case)?;
+            let level = data.levels.binary_search(condition).map_err(|_| {
+                StatsError::GlmmFailed(format!("internal: condition {condition} missing"))
+            })?;
             data.config.push(position(&configs, config)?);
             data.case.push(position(&cases, case)?);
-            data.context.push(if condition == Condition::Context {
-                1.0
-            } else {
-                0.0
-            });
+            data.level.push(level);
             data.passes.push(f64::from(c));
             data.trials.push(f64::from(n));
-            let total = &mut totals[usize::from(condition == Condition::Context)];
-            total.0 += f64::from(c);
-            total.1 += f64::from(n);
+            totals[level].0 += f64::from(c);
+            totals[level].1 += f64::from(n);
         }
-        for (condition, (passes, trials)) in Condition::ALL.into_iter().zip(totals) {
+        for (condition, &(passes, trials)) in data.levels.iter().zip(&totals) {
             if passes == 0.0 || passes == trials {
                 let outcome = if passes == 0.0 { "failed" } else { "passed" };
-                return Err(StatsError::Separation { condition, outcome });
+                return Err(StatsError::Separation {
+                    condition: condition.clone(),
+                    outcome,
+                });
             }
         }
         Ok(data)
@@ -259,7 +289,7 @@ impl Mode {
         Self {
             u_big: vec![0.0; model.q_big],
             u_small: vec![0.0; model.q_small],
-            beta: vec![0.0; 2],
+            beta: vec![0.0; model.data.levels.len()],
         }
     }
 }
@@ -306,8 +336,10 @@ impl<'a> Model<'a> {
     }
 
     fn linear_predictor(&self, theta: &[f64; 2], mode: &Mode, g: usize) -> f64 {
+        let level = self.data.level[g];
+        let shift = if level > 0 { mode.beta[level] } else { 0.0 };
         mode.beta[0]
-            + mode.beta[1] * self.data.context[g]
+            + shift
             + theta[0] * mode.u_big[self.big[g]]
             + theta[1] * mode.u_small[self.small[g]]
     }
@@ -317,8 +349,12 @@ impl<'a> Model<'a> {
     /// solved for alongside the modes (unpenalised), as in stage 1.
     fn evaluate(&self, theta: &[f64; 2], mode: &Mode, joint: bool) -> Result<(f64, Reduced)> {
         let d = self.data;
-        let mut pdev: f64 = mode.u_big.iter().chain(&mode.u_small).map(|u| u * u).sum();
-        let k = self.q_small + if joint { 2 } else { 0 };
+        let mut pdev = CompensatedSum::default();
+        for u in mode.u_big.iter().chain(&mode.u_small) {
+            pdev.add(u * u);
+        }
+        let p = d.levels.len();
+        let k = self.q_small + if joint { p } else { 0 };
         let mut diag = vec![1.0; self.q_big];
         let mut coupling = DMatrix::zeros(self.q_big, k);
         let mut dense = DMatrix::zeros(k, k);
@@ -334,8 +370,10 @@ impl<'a> Model<'a> {
             // log(1 + e^-η) and μ from one exponential, stable for any η.
             let e = (-eta.abs()).exp();
             let softplus_neg = (-eta).max(0.0) + e.ln_1p();
-            pdev += 2.0
-                * (d.passes[g] * softplus_neg + (d.trials[g] - d.passes[g]) * (softplus_neg + eta));
+            pdev.add(
+                2.0 * (d.passes[g] * softplus_neg
+                    + (d.trials[g] - d.passes[g]) * (softplus_neg + eta)),
+            );
             let mu = if eta >= 0.0 {
                 1.0 / (1.0 + e)
             } else {
@@ -346,10 +384,16 @@ impl<'a> Model<'a> {
             let l = self.big[g];
             diag[l] += theta[0] * theta[0] * w;
             r_big[l] += theta[0] * resid;
+            // Non-zero columns of this row: its small level and, in stage 1,
+            // the intercept and its condition's indicator.
             entries[0] = (self.small[g], theta[1]);
             entries[1] = (self.q_small, 1.0);
-            entries[2] = (self.q_small + 1, d.context[g]);
-            let used = if joint { &entries[..] } else { &entries[..1] };
+            entries[2] = (self.q_small + d.level[g], 1.0);
+            let used = match (joint, d.level[g]) {
+                (false, _) => &entries[..1],
+                (true, 0) => &entries[..2],
+                (true, _) => &entries[..],
+            };
             for &(a, va) in used {
                 coupling[(l, a)] += theta[0] * w * va;
                 r_dense[a] += resid * va;
@@ -367,7 +411,7 @@ impl<'a> Model<'a> {
             StatsError::GlmmFailed("penalised Newton system is not positive definite".to_owned())
         })?;
         Ok((
-            pdev,
+            pdev.value(),
             Reduced {
                 chol,
                 diag,
@@ -463,8 +507,14 @@ impl Reduced {
     /// last, so the leading block of the Cholesky factor belongs to the modes.
     fn log_det_modes(&self, q_small: usize) -> f64 {
         let l = self.chol.l_dirty();
-        self.diag.iter().map(|d| d.ln()).sum::<f64>()
-            + 2.0 * (0..q_small).map(|j| l[(j, j)].ln()).sum::<f64>()
+        let mut sum = CompensatedSum::default();
+        for d in &self.diag {
+            sum.add(d.ln());
+        }
+        for j in 0..q_small {
+            sum.add(2.0 * l[(j, j)].ln());
+        }
+        sum.value()
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{Result, StatsError};
 use crate::rng;
 
 /// Parameters of a simulated sweep under the GLMM
-/// `logit P(pass) = intercept + context_effect * [context] + b_config + b_case`.
+/// `logit P(pass) = intercept + effect[condition] + b_config + b_case`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepSpec {
     /// Number of configurations.
@@ -20,35 +20,46 @@ pub struct SweepSpec {
     pub attempts: u32,
     /// Logit of the pass probability of an average config on an average case, symptom-only.
     pub intercept: f64,
-    /// Logit shift from adding debug context.
-    pub context_effect: f64,
+    /// The conditions drawn besides the baseline, in draw order, each with its
+    /// logit shift against the baseline (whose shift is 0).
+    pub effects: Vec<(Condition, f64)>,
     /// SD of configuration random intercepts.
     pub sd_config: f64,
     /// SD of case random intercepts.
     pub sd_case: f64,
 }
 
-/// Draws a full sweep: all configs x cases x both conditions x attempts, pass/fail.
+/// Draws a full sweep: all configs x cases x conditions x attempts, pass/fail.
 ///
 /// Draw order (fixed, so a seed pins the data): config effects, case effects,
-/// then outcomes with config outermost, then case, condition (symptom first)
-/// and attempt. Names are `config-NNN` and `case-NNN`; attempts count from 1.
+/// then outcomes with config outermost, then case, condition (the baseline
+/// first, then as listed in [`SweepSpec::effects`]) and attempt. Names are
+/// `config-NNN` and `case-NNN`; attempts count from 1.
 pub fn simulate_sweep(spec: &SweepSpec, seed: u64) -> Result<Vec<Observation>> {
     if spec.configs == 0 || spec.cases == 0 || spec.attempts == 0 {
         return Err(StatsError::InvalidOption(
             "a sweep needs at least one config, case and attempt".to_owned(),
         ));
     }
-    let params = [
-        spec.intercept,
-        spec.context_effect,
-        spec.sd_config,
-        spec.sd_case,
-    ];
-    if params.iter().any(|p| !p.is_finite()) || spec.sd_config < 0.0 || spec.sd_case < 0.0 {
+    let params = [spec.intercept, spec.sd_config, spec.sd_case];
+    let effects = spec.effects.iter().map(|(_, e)| e);
+    if params.iter().chain(effects).any(|p| !p.is_finite())
+        || spec.sd_config < 0.0
+        || spec.sd_case < 0.0
+    {
         return Err(StatsError::InvalidOption(
             "sweep parameters must be finite and SDs non-negative".to_owned(),
         ));
+    }
+    let conditions: Vec<(Condition, f64)> = std::iter::once((Condition::symptom(), 0.0))
+        .chain(spec.effects.iter().cloned())
+        .collect();
+    for (i, (condition, _)) in conditions.iter().enumerate() {
+        if conditions[..i].iter().any(|(c, _)| c == condition) {
+            return Err(StatsError::InvalidOption(format!(
+                "condition {condition} drawn twice (the baseline is always drawn)"
+            )));
+        }
     }
     let mut rng = rng::seeded(seed);
     let config_effects: Vec<f64> = (0..spec.configs)
@@ -58,21 +69,16 @@ pub fn simulate_sweep(spec: &SweepSpec, seed: u64) -> Result<Vec<Observation>> {
         .map(|_| spec.sd_case * rng::normal(&mut rng))
         .collect();
     let mut observations =
-        Vec::with_capacity(spec.configs * spec.cases * 2 * spec.attempts as usize);
+        Vec::with_capacity(spec.configs * spec.cases * conditions.len() * spec.attempts as usize);
     for (i, b_config) in config_effects.iter().enumerate() {
         for (j, b_case) in case_effects.iter().enumerate() {
-            for condition in Condition::ALL {
-                let shift = if condition == Condition::Context {
-                    spec.context_effect
-                } else {
-                    0.0
-                };
+            for (condition, shift) in &conditions {
                 let p = 1.0 / (1.0 + (-(spec.intercept + shift + b_config + b_case)).exp());
                 for attempt in 1..=spec.attempts {
                     observations.push(Observation {
                         config: format!("config-{i:03}"),
                         case: format!("case-{j:03}"),
-                        condition,
+                        condition: condition.clone(),
                         attempt,
                         value: if rng::unit(&mut rng) < p { 1.0 } else { 0.0 },
                     });
@@ -117,7 +123,7 @@ mod tests {
         let o = Observation {
             config: "a,\"b\"".to_owned(),
             case: "c".to_owned(),
-            condition: Condition::Context,
+            condition: Condition::context(),
             attempt: 2,
             value: 0.5,
         };

@@ -27,17 +27,16 @@ fn assert_close(ours: f64, expected: f64) {
 /// Config A: case x passes 2 of 3, case y fails its single attempt.
 /// Config B: case x passes 3 of 3, case y passes 1 of 1.
 fn small_set() -> ResultSet {
-    use Condition::Symptom;
     ResultSet::new([
-        obs("A", "x", Symptom, 1, 1.0),
-        obs("A", "x", Symptom, 2, 0.0),
-        obs("A", "x", Symptom, 3, 1.0),
-        obs("A", "y", Symptom, 1, 0.0),
-        obs("B", "x", Symptom, 1, 1.0),
-        obs("B", "x", Symptom, 2, 1.0),
-        obs("B", "x", Symptom, 3, 1.0),
-        obs("B", "y", Symptom, 1, 1.0),
-        obs("A", "x", Condition::Context, 1, 0.25),
+        obs("A", "x", Condition::symptom(), 1, 1.0),
+        obs("A", "x", Condition::symptom(), 2, 0.0),
+        obs("A", "x", Condition::symptom(), 3, 1.0),
+        obs("A", "y", Condition::symptom(), 1, 0.0),
+        obs("B", "x", Condition::symptom(), 1, 1.0),
+        obs("B", "x", Condition::symptom(), 2, 1.0),
+        obs("B", "x", Condition::symptom(), 3, 1.0),
+        obs("B", "y", Condition::symptom(), 1, 1.0),
+        obs("A", "x", Condition::context(), 1, 0.25),
     ])
     .unwrap()
 }
@@ -45,29 +44,32 @@ fn small_set() -> ResultSet {
 #[test]
 fn cases_are_weighted_equally_not_attempts() {
     let set = small_set();
-    let a = set.case_means("A", Condition::Symptom).unwrap();
+    let a = set.case_means("A", &Condition::symptom()).unwrap();
     assert_eq!(a.cases(), ["x", "y"]);
     assert_close(a.scores()[0], 2.0 / 3.0);
     assert_close(a.scores()[1], 0.0);
     // Pooling attempts would give 2/4 = 0.5; equal case weights give 1/3.
     assert_close(a.mean(), 1.0 / 3.0);
-    let pooled = set.pooled_case_means(Condition::Symptom).unwrap();
+    let pooled = set.pooled_case_means(&Condition::symptom()).unwrap();
     assert_close(pooled.scores()[0], (2.0 / 3.0 + 1.0) / 2.0);
     assert_close(pooled.scores()[1], 0.5);
     assert_eq!(set.len(), 9);
     assert_eq!(set.configs().collect::<Vec<_>>(), ["A", "B"]);
-    assert_eq!(set.conditions(), Condition::ALL);
+    assert_eq!(
+        set.conditions(),
+        [Condition::symptom(), Condition::context()]
+    );
 }
 
 #[test]
 fn fractional_scores_average_and_pass_counts_reject_them() {
     let set = small_set();
     assert_close(
-        set.case_means("A", Condition::Context).unwrap().mean(),
+        set.case_means("A", &Condition::context()).unwrap().mean(),
         0.25,
     );
     assert!(matches!(
-        set.case_pass_at_k("A", Condition::Context, 1),
+        set.case_pass_at_k("A", &Condition::context(), 1),
         Err(StatsError::NotBinary { value, .. }) if value == 0.25
     ));
 }
@@ -107,13 +109,13 @@ fn pass_hat_k_stays_accurate_where_binomials_overflow() {
 #[test]
 fn pass_at_k_per_case_aggregates_and_checks_k() {
     let set = small_set();
-    let b = set.case_pass_hat_k("B", Condition::Symptom, 1).unwrap();
+    let b = set.case_pass_hat_k("B", &Condition::symptom(), 1).unwrap();
     assert_close(b.mean(), 1.0);
-    let a = set.case_pass_at_k("A", Condition::Symptom, 1).unwrap();
+    let a = set.case_pass_at_k("A", &Condition::symptom(), 1).unwrap();
     assert_close(a.mean(), 1.0 / 3.0);
     // Case y has a single attempt, so k = 2 is impossible there.
     assert_eq!(
-        set.case_pass_at_k("A", Condition::Symptom, 2),
+        set.case_pass_at_k("A", &Condition::symptom(), 2),
         Err(StatsError::InvalidK {
             case: Some("y".to_owned()),
             n: 1,
@@ -175,7 +177,6 @@ fn breakdown_splits_by_attribute() {
 
 #[test]
 fn bad_input_is_rejected_with_a_clear_error() {
-    use Condition::Symptom;
     assert_eq!(
         ResultSet::new([]).unwrap_err(),
         StatsError::Empty {
@@ -183,30 +184,30 @@ fn bad_input_is_rejected_with_a_clear_error() {
         }
     );
     assert!(matches!(
-        ResultSet::new([obs("A", "x", Symptom, 1, f64::NAN)]),
+        ResultSet::new([obs("A", "x", Condition::symptom(), 1, f64::NAN)]),
         Err(StatsError::NonFinite { .. })
     ));
     assert!(matches!(
-        ResultSet::new([obs("A", "x", Symptom, 1, 1.5)]),
+        ResultSet::new([obs("A", "x", Condition::symptom(), 1, 1.5)]),
         Err(StatsError::OutOfRange { .. })
     ));
     assert!(matches!(
-        ResultSet::new([obs("", "x", Symptom, 1, 1.0)]),
+        ResultSet::new([obs("", "x", Condition::symptom(), 1, 1.0)]),
         Err(StatsError::EmptyName { what: "config" })
     ));
     assert!(matches!(
         ResultSet::new([
-            obs("A", "x", Symptom, 1, 1.0),
-            obs("A", "x", Symptom, 1, 0.0)
+            obs("A", "x", Condition::symptom(), 1, 1.0),
+            obs("A", "x", Condition::symptom(), 1, 0.0)
         ]),
         Err(StatsError::Duplicate { attempt: 1, .. })
     ));
     assert!(matches!(
-        small_set().case_means("C", Symptom),
+        small_set().case_means("C", &Condition::symptom()),
         Err(StatsError::UnknownGroup { .. })
     ));
     assert!(matches!(
-        small_set().case_means("B", Condition::Context),
+        small_set().case_means("B", &Condition::context()),
         Err(StatsError::UnknownGroup { .. })
     ));
     assert!(matches!(CaseScores::new([]), Err(StatsError::Empty { .. })));
@@ -225,7 +226,7 @@ fn bad_input_is_rejected_with_a_clear_error() {
 #[test]
 fn pass_k_curve_reaches_the_largest_attempt_count() {
     let set = small_set();
-    let curve = set.pass_k_curve("A", Condition::Symptom).unwrap();
+    let curve = set.pass_k_curve("A", &Condition::symptom()).unwrap();
     assert_eq!(curve.len(), 3, "{curve:?}");
     // k = 1 over both cases: x passes 2 of 3, y 0 of 1.
     assert_close(curve[0].pass_at_k, (2.0 / 3.0 + 0.0) / 2.0);
@@ -242,23 +243,46 @@ fn pass_k_curve_reaches_the_largest_attempt_count() {
 /// a configuration that ran a case one way only does not enter it.
 #[test]
 fn pooled_paired_means_compare_the_same_cells() {
-    use Condition::{Context, Symptom};
     let set = ResultSet::new([
-        obs("A", "x", Symptom, 1, 0.0),
-        obs("A", "x", Context, 1, 1.0),
+        obs("A", "x", Condition::symptom(), 1, 0.0),
+        obs("A", "x", Condition::context(), 1, 1.0),
         // B ran x with context only, and y both ways.
-        obs("B", "x", Context, 1, 1.0),
-        obs("B", "y", Symptom, 1, 1.0),
-        obs("B", "y", Context, 1, 0.0),
+        obs("B", "x", Condition::context(), 1, 1.0),
+        obs("B", "y", Condition::symptom(), 1, 1.0),
+        obs("B", "y", Condition::context(), 1, 0.0),
         // C ran z with symptom only: z has no pair.
-        obs("C", "z", Symptom, 1, 1.0),
+        obs("C", "z", Condition::symptom(), 1, 1.0),
     ])
     .unwrap();
-    let (context, symptom) = set.pooled_paired_case_means(Context, Symptom).unwrap();
+    let (context, symptom) = set
+        .pooled_paired_case_means(&Condition::context(), &Condition::symptom())
+        .unwrap();
     assert_eq!(context.cases(), ["x".to_string(), "y".to_string()]);
     assert_eq!(symptom.cases(), context.cases());
     assert_eq!(context.scores(), [1.0, 0.0]);
     assert_eq!(symptom.scores(), [0.0, 1.0]);
     // Unpaired pooling mixes B's context-only cell into x, and keeps z.
-    assert_eq!(set.pooled_case_means(Symptom).unwrap().cases().len(), 3);
+    assert_eq!(
+        set.pooled_case_means(&Condition::symptom())
+            .unwrap()
+            .cases()
+            .len(),
+        3
+    );
+}
+
+/// Conditions come back baseline first and then by name, whatever order the data has.
+#[test]
+fn conditions_are_listed_baseline_first() {
+    let level = |name: &str| Condition::new(name).unwrap();
+    let set = ResultSet::new([
+        obs("A", "x", level("static"), 1, 1.0),
+        obs("A", "x", level("model:small"), 1, 0.0),
+        obs("A", "x", Condition::symptom(), 1, 1.0),
+        obs("B", "x", level("context"), 1, 0.0),
+    ])
+    .unwrap();
+    let names: Vec<String> = set.conditions().iter().map(|c| c.to_string()).collect();
+    assert_eq!(names, ["symptom", "context", "model:small", "static"]);
+    assert_eq!(set.case_means("A", &level("static")).unwrap().mean(), 1.0);
 }

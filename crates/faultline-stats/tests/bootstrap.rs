@@ -115,7 +115,7 @@ fn interval_covers_the_true_mean_in_simulation() {
         cases: 40,
         attempts: 3,
         intercept: 0.0,
-        context_effect: 0.0,
+        effects: vec![(Condition::context(), 0.0)],
         sd_config: 0.0,
         sd_case: 1.5,
     };
@@ -126,7 +126,7 @@ fn interval_covers_the_true_mean_in_simulation() {
     };
     let rate = coverage(200, |rep| {
         let set = ResultSet::new(simulate_sweep(&spec, 1_000 + rep).unwrap()).unwrap();
-        let means = set.case_means("config-000", Condition::Symptom).unwrap();
+        let means = set.case_means("config-000", &Condition::symptom()).unwrap();
         let ci = bootstrap_mean(&means, &options(rep)).unwrap();
         ci.ci.contains(0.5)
     });
@@ -152,13 +152,13 @@ fn interval_covers_the_true_mean_in_simulation() {
             .sum::<f64>()
     };
     let shifted = SweepSpec {
-        context_effect: 1.0,
-        ..spec
+        effects: vec![(Condition::context(), 1.0)],
+        ..spec.clone()
     };
     let paired_rate = coverage(200, |rep| {
         let set = ResultSet::new(simulate_sweep(&shifted, 5_000 + rep).unwrap()).unwrap();
-        let context = set.case_means("config-000", Condition::Context).unwrap();
-        let symptom = set.case_means("config-000", Condition::Symptom).unwrap();
+        let context = set.case_means("config-000", &Condition::context()).unwrap();
+        let symptom = set.case_means("config-000", &Condition::symptom()).unwrap();
         let paired = paired_bootstrap(&context, &symptom, &options(rep)).unwrap();
         paired.ci.contains(truth)
     });

@@ -1,7 +1,8 @@
 //! GLMM input validation and a symmetry check of the solver.
 
 use faultline_stats::{
-    Condition, Observation, ResultSet, StatsError, SweepSpec, fit_glmm, simulate_sweep,
+    Condition, InvalidConditionName, Observation, ResultSet, StatsError, SweepSpec, fit_glmm,
+    simulate_sweep,
 };
 
 fn spec(configs: usize, cases: usize) -> SweepSpec {
@@ -10,7 +11,7 @@ fn spec(configs: usize, cases: usize) -> SweepSpec {
         cases,
         attempts: 2,
         intercept: 0.0,
-        context_effect: 1.0,
+        effects: vec![(Condition::context(), 1.0)],
         sd_config: 0.0,
         sd_case: 1.0,
     }
@@ -34,7 +35,7 @@ fn single_levels_separation_and_scores_are_rejected() {
     let symptom_only = simulate_sweep(&spec(3, 5), 1)
         .unwrap()
         .into_iter()
-        .filter(|o| o.condition == Condition::Symptom);
+        .filter(|o| o.condition.is_baseline());
     assert!(matches!(
         fit_glmm(&ResultSet::new(symptom_only).unwrap()),
         Err(StatsError::SingleLevel {
@@ -46,7 +47,7 @@ fn single_levels_separation_and_scores_are_rejected() {
         .unwrap()
         .into_iter()
         .map(|o| {
-            let value = if o.condition == Condition::Context {
+            let value = if o.condition == Condition::context() {
                 1.0
             } else {
                 o.value
@@ -56,7 +57,7 @@ fn single_levels_separation_and_scores_are_rejected() {
     assert_eq!(
         fit_glmm(&ResultSet::new(all_context_pass).unwrap()).unwrap_err(),
         StatsError::Separation {
-            condition: Condition::Context,
+            condition: Condition::context(),
             outcome: "passed"
         }
     );
@@ -65,6 +66,84 @@ fn single_levels_separation_and_scores_are_rejected() {
     assert!(matches!(
         fit_glmm(&ResultSet::new(scores).unwrap()),
         Err(StatsError::NotBinary { value, .. }) if value == 0.5
+    ));
+}
+
+fn levels(names: &[&str]) -> Vec<(Condition, f64)> {
+    names
+        .iter()
+        .map(|n| (Condition::new(*n).unwrap(), 0.5))
+        .collect()
+}
+
+#[test]
+fn data_without_the_baseline_is_rejected() {
+    let spec = SweepSpec {
+        effects: levels(&["context", "static"]),
+        ..spec(3, 5)
+    };
+    let no_baseline = simulate_sweep(&spec, 1)
+        .unwrap()
+        .into_iter()
+        .filter(|o| !o.condition.is_baseline());
+    let err = fit_glmm(&ResultSet::new(no_baseline).unwrap()).unwrap_err();
+    assert_eq!(
+        err,
+        StatsError::MissingBaseline {
+            found: "context, static".to_owned()
+        }
+    );
+    assert!(
+        err.to_string().contains("baseline condition symptom"),
+        "{err}"
+    );
+}
+
+/// Separation is checked per level, and the error names the level, not just "some condition".
+#[test]
+fn an_all_pass_level_is_named() {
+    let spec = SweepSpec {
+        effects: levels(&["context", "model:small", "static"]),
+        ..spec(3, 5)
+    };
+    let small = Condition::new("model:small").unwrap();
+    let all_pass = simulate_sweep(&spec, 2).unwrap().into_iter().map(|o| {
+        let value = if o.condition == small { 1.0 } else { o.value };
+        Observation { value, ..o }
+    });
+    let err = fit_glmm(&ResultSet::new(all_pass).unwrap()).unwrap_err();
+    assert_eq!(
+        err,
+        StatsError::Separation {
+            condition: small,
+            outcome: "passed"
+        }
+    );
+    assert!(
+        err.to_string().contains("condition model:small passed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_condition_names_are_errors() {
+    for bad in ["", "Static", "model small", "ctx,1"] {
+        let err = StatsError::from(Condition::new(bad).unwrap_err());
+        assert_eq!(
+            err,
+            StatsError::InvalidCondition(InvalidConditionName {
+                name: bad.to_owned()
+            })
+        );
+        assert!(err.to_string().contains("invalid condition name"), "{err}");
+    }
+    let twice = SweepSpec {
+        effects: levels(&["static", "static"]),
+        ..spec(2, 2)
+    };
+    assert!(matches!(
+        simulate_sweep(&twice, 1),
+        Err(StatsError::InvalidOption(_))
     ));
 }
 
