@@ -42,12 +42,10 @@ pub enum BuildTarget {
 }
 
 impl BuildTarget {
-    /// The crate's own test targets that `[regression] targets` declares, and only those: a
-    /// published crate's undeclared tests may not compile outside its upstream workspace.
+    /// Only the declared regression targets: a published crate's others may not compile.
     pub fn regression(case: &Case) -> Vec<BuildTarget> {
-        case.manifest
-            .regression
-            .targets
+        let declared = &case.manifest.regression.targets;
+        declared
             .iter()
             .map(|t| match t.strip_prefix("test:") {
                 Some(name) => BuildTarget::Test(name.to_string()),
