@@ -18,11 +18,20 @@ pub fn host_cargo(dir: &Path, args: &[&str]) -> Result<String> {
         .output()
         .context("running cargo")?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Cargo looks for a workspace above the package, so a data directory inside a checkout
+        // of a Cargo workspace (this repository's, say) captures every case's crate.
+        let hint = if stderr.contains("believes it's in a workspace") {
+            "\n\nThe data directory lies inside a Cargo workspace: choose one outside it \
+             (`--data` or FAULTLINE_DATA)."
+        } else {
+            ""
+        };
         bail!(
-            "`cargo {}` in {} failed:\n{}",
+            "`cargo {}` in {} failed:\n{}{hint}",
             args.join(" "),
             dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            stderr.trim()
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -54,4 +63,27 @@ pub fn read_lock(path: &Path) -> Result<Vec<LockedPackage>> {
     let lock: Lock =
         toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     Ok(lock.package)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_package_captured_by_an_outer_workspace_gets_a_hint() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+        let package = root.path().join("data/case");
+        std::fs::create_dir_all(package.join("src")).unwrap();
+        std::fs::write(
+            package.join("Cargo.toml"),
+            "[package]\nname = \"captured\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        )
+        .unwrap();
+        std::fs::write(package.join("src/lib.rs"), "").unwrap();
+        let err = host_cargo(&package, &["generate-lockfile", "--offline"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("choose one outside it"), "{err}");
+    }
 }
