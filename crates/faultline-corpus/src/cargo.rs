@@ -72,7 +72,11 @@ mod tests {
     #[test]
     fn a_package_captured_by_an_outer_workspace_gets_a_hint() {
         let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+        std::fs::write(
+            root.path().join("Cargo.toml"),
+            "[workspace]\nmembers = []\n",
+        )
+        .unwrap();
         let package = root.path().join("data/case");
         std::fs::create_dir_all(package.join("src")).unwrap();
         std::fs::write(
