@@ -222,7 +222,7 @@ async fn build_fresh(
         oracle: None,
         shared: None,
     };
-    build::warm_build(&staged_agent, toolchain, &case.manifest.regression.targets).await?;
+    build::warm_build(&staged_agent, toolchain, &case.manifest.regression).await?;
     let vendored_packages = fs::read_dir(&agent_vendor)
         .with_context(|| format!("reading {}", agent_vendor.display()))?
         .count();

@@ -17,8 +17,8 @@ use faultline_corpus::{
     Case, DataDir, PrepareOptions, PreparedCase, TemplateKind, TreeDiff, prepare,
 };
 use faultline_sandbox::{LimitHit, Toolchain};
-use faultline_schema::OracleKind;
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
+use faultline_schema::{OracleKind, RegressionTarget};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -444,10 +444,10 @@ pub async fn run_regression(
     let mut forged = None;
     let mut limit = None;
     let lib_name = lib_target_name(binaries, case);
-    for target in &m.regression.targets {
-        let wanted = match target.strip_prefix("test:") {
-            Some(name) => name.to_string(),
-            None => lib_name.clone(),
+    for target in m.regression.declared() {
+        let wanted = match target {
+            RegressionTarget::Test(name) => name.to_string(),
+            RegressionTarget::Lib => lib_name.clone(),
         };
         let canaries = plan.canaries_of(&wanted);
         for bin in binaries

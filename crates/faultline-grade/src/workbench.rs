@@ -15,6 +15,7 @@ use faultline_sandbox::{
     ExecOutput, ExecRequest, LimitHit, Mount, Sandbox, SandboxError, SandboxSpec, Session,
     Toolchain,
 };
+use faultline_schema::RegressionTarget;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -44,12 +45,11 @@ pub enum BuildTarget {
 impl BuildTarget {
     /// Only the declared regression targets: a published crate's others may not compile.
     pub fn regression(case: &Case) -> Vec<BuildTarget> {
-        let declared = &case.manifest.regression.targets;
+        let declared = case.manifest.regression.declared();
         declared
-            .iter()
-            .map(|t| match t.strip_prefix("test:") {
-                Some(name) => BuildTarget::Test(name.to_string()),
-                None => BuildTarget::Lib,
+            .map(|t| match t {
+                RegressionTarget::Test(name) => BuildTarget::Test(name.to_string()),
+                RegressionTarget::Lib => BuildTarget::Lib,
             })
             .collect()
     }

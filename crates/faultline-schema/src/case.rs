@@ -1,9 +1,11 @@
 //! `case.toml`, format version 1: one real bug, how to fetch both versions of its code, how to
 //! check a fix, and where the cause is.
 
+mod regression;
 mod scenario;
 mod source;
 
+pub use regression::{RegressionSpec, RegressionTarget};
 pub use scenario::{Reasoning, Scenario};
 pub use source::{GitSource, PathSource, Pin, RegistrySource, Source, Upstream};
 
@@ -225,32 +227,6 @@ pub struct OracleSpec {
 
 fn default_oracle_timeout() -> u64 {
     120
-}
-
-/// The crate's own tests that pass on both versions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RegressionSpec {
-    /// Test targets to run: `lib`, or `test:<name>` for an integration test file.
-    #[serde(default = "default_regression_targets")]
-    pub targets: Vec<String>,
-    /// Test names to skip (substring match, as libtest's `--skip`): tests that fail or hang
-    /// on either version, or need the network.
-    #[serde(default)]
-    pub skip: Vec<String>,
-}
-
-fn default_regression_targets() -> Vec<String> {
-    vec!["lib".to_string()]
-}
-
-impl Default for RegressionSpec {
-    fn default() -> Self {
-        RegressionSpec {
-            targets: default_regression_targets(),
-            skip: Vec::new(),
-        }
-    }
 }
 
 /// A labeled causal block: the lines whose behaviour causes the failure.

@@ -22,7 +22,7 @@ pub mod validation;
 
 pub use case::{
     CaseManifest, CaseParseError, Category, DecoyClass, DecoySpec, LabeledBlock, OracleKind,
-    OracleSpec, Pin, Reasoning, RegressionSpec, Scenario, Source,
+    OracleSpec, Pin, Reasoning, RegressionSpec, RegressionTarget, Scenario, Source,
 };
 pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};

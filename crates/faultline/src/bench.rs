@@ -10,7 +10,7 @@ use faultline_grade::verdict::{VerdictPlan, fresh_seed, run_oracle};
 use faultline_grade::workbench::{BuildTarget, Workbench};
 use faultline_grade::{GradeContext, grade_repair};
 use faultline_sandbox::{ExecRequest, Sandbox, Toolchain};
-use faultline_schema::{GradingSettings, OracleKind};
+use faultline_schema::{GradingSettings, OracleKind, RegressionTarget};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -338,20 +338,19 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                     .map_err(anyhow::Error::msg)?;
                 VerdictPlan::new(fresh_seed()?, &case, &bench)?.inject(&bench)?;
                 let t = Instant::now();
-                let mut targets = BuildTarget::regression(&case);
+                let regression = &case.manifest.regression;
+                let mut targets: Vec<RegressionTarget> = regression.declared().collect();
                 if case.manifest.oracle.kind == OracleKind::InCrate
-                    && !targets.contains(&BuildTarget::Lib)
+                    && !targets.contains(&RegressionTarget::Lib)
                 {
-                    targets.push(BuildTarget::Lib);
+                    targets.push(RegressionTarget::Lib);
                 }
                 for target in &targets {
-                    let which = match target {
-                        BuildTarget::Test(name) => vec!["--test", name.as_str()],
-                        _ => vec!["--lib"],
-                    };
-                    let argv = ["cargo", "test", "--offline", "--locked"]
-                        .into_iter()
-                        .chain(which);
+                    let argv = [
+                        &["cargo", "test", "--offline", "--locked"][..],
+                        &target.cargo_args(),
+                    ]
+                    .concat();
                     bench
                         .sandbox()
                         .exec(&ExecRequest::argv(argv, Duration::from_secs(1800)))

@@ -6,6 +6,7 @@
 use super::layout::{GUEST_ORACLE, GUEST_WORKSPACE, Template};
 use anyhow::{Context, Result, bail};
 use faultline_sandbox::{ExecRequest, Identity, Sandbox, Toolchain};
+use faultline_schema::RegressionSpec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -39,59 +40,47 @@ pub fn toolchain_version(toolchain: &Toolchain) -> Result<String> {
 /// Builds the crate and its tests inside the sandbox, offline, as the harness (see
 /// [`build_oracle`]). Published crates sometimes ship tests that cannot compile (their path-only
 /// dev-dependencies are stripped on publishing); then only the test targets the case's
-/// regression set declares (`regression`: `lib` or `test:<name>`) are warmed, and the others stay
-/// as broken for the agent as they are for any user.
+/// regression set declares are warmed, and the others stay as broken for the agent as they are
+/// for any user.
 pub(super) async fn warm_build(
     t: &Template,
     toolchain: &Toolchain,
-    regression: &[String],
+    regression: &RegressionSpec,
 ) -> Result<()> {
     let sandbox = Sandbox::new(
         t.sandbox_spec(toolchain, &t.workspace, None)
             .identity(Identity::Harness),
     )?;
-    let cargo = |verb: &str, extra: &[&str]| -> Vec<String> {
-        ["cargo", verb, "--offline", "--locked"]
-            .iter()
-            .chain(extra)
-            .map(|w| w.to_string())
-            .collect()
-    };
-    let run = |argv: Vec<String>| {
-        let sandbox = &sandbox;
-        async move {
-            let out = sandbox
-                .exec(&ExecRequest::argv(argv.iter().cloned(), BUILD_TIMEOUT))
-                .await?;
-            anyhow::Ok((argv, out))
-        }
-    };
-    let (argv, out) = run(cargo("build", &[])).await?;
-    if !out.success() {
-        bail!(
+    cargo(&sandbox, &["build"])
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    if cargo(&sandbox, &["test", "--no-run"]).await?.is_ok() {
+        return Ok(());
+    }
+    for target in regression.declared() {
+        let args = [&["test", "--no-run"][..], &target.cargo_args()].concat();
+        cargo(&sandbox, &args)
+            .await?
+            .map_err(|e| anyhow::anyhow!("{e}\n(a declared regression target must build)"))?;
+    }
+    Ok(())
+}
+
+/// `cargo ARGS --offline --locked` in the sandbox; `Err` is the failure in words.
+async fn cargo(sandbox: &Sandbox, args: &[&str]) -> Result<std::result::Result<(), String>> {
+    let argv = [&["cargo"][..], args, &["--offline", "--locked"]].concat();
+    let out = sandbox
+        .exec(&ExecRequest::argv(argv.iter().copied(), BUILD_TIMEOUT))
+        .await?;
+    Ok(if out.success() {
+        Ok(())
+    } else {
+        Err(format!(
             "`{}` failed in the new workspace:\n{}",
             argv.join(" "),
             out.stderr.text
-        );
-    }
-    if run(cargo("test", &["--no-run"])).await?.1.success() {
-        return Ok(());
-    }
-    for target in regression {
-        let extra = match target.strip_prefix("test:") {
-            Some(name) => vec!["--no-run", "--test", name],
-            None => vec!["--no-run", "--lib"],
-        };
-        let (argv, out) = run(cargo("test", &extra)).await?;
-        if !out.success() {
-            bail!(
-                "`{}` failed in the new workspace (a declared regression target must build):\n{}",
-                argv.join(" "),
-                out.stderr.text
-            );
-        }
-    }
-    Ok(())
+        ))
+    })
 }
 
 /// Builds the tests of the grading template's oracle package (at `oracle`) against its

@@ -8,7 +8,7 @@ use crate::workbench::{Workbench, lib_root};
 use anyhow::{Context, Result, bail};
 use faultline_corpus::Case;
 use faultline_corpus::confined::Confined;
-use faultline_schema::OracleKind;
+use faultline_schema::{OracleKind, RegressionTarget};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -330,10 +330,10 @@ fn regression_canaries(
         text.push('}');
         format!("#[cfg(test)]\n{text}")
     };
-    for target in &case.manifest.regression.targets {
-        match target.strip_prefix("test:") {
-            None => root.push(body(lib_target, &mut canaries)),
-            Some(name) => {
+    for target in case.manifest.regression.declared() {
+        match target {
+            RegressionTarget::Lib => root.push(body(lib_target, &mut canaries)),
+            RegressionTarget::Test(name) => {
                 let rel = test_target_path(bench.files(), name)?;
                 let original = bench
                     .files()
