@@ -200,6 +200,51 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
         .collect()
 }
 
+/// A shard reuses a shared prepared case on its stamp and manifest alone, so the templates'
+/// contents are checked where they are used: a grading template changed after preparation grades
+/// nothing (the trial is an infrastructure error naming the file), never a pass built on it.
+#[test]
+fn a_shard_grades_nothing_on_a_damaged_shared_template() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ok = faultline(&data)
+        .args(["prepare", "toy-double-merge"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let workspaces = std::fs::read_dir(data.join("workspaces")).unwrap();
+    let prepared = workspaces
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let lib = prepared.join("grade/workspace/src/lib.rs");
+    let mut perms = std::fs::metadata(&lib).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+    std::fs::set_permissions(&lib, perms).unwrap();
+    let mut text = std::fs::read_to_string(&lib).unwrap();
+    text.push_str("// changed after preparation\n");
+    std::fs::write(&lib, text).unwrap();
+
+    let run = tmp.path().join("run");
+    let out = faultline(&data)
+        .arg("--scratch")
+        .arg(tmp.path().join("scratch"))
+        .args(["run", "toy-double-merge", "--agent", "baseline:gold"])
+        .args(["--tracks", "repair", "--conditions", "symptom", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let rs = records(&run);
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0].outcome.as_str(), "infra_error");
+    let grade =
+        std::fs::read_to_string(run.join("trials").join(&rs[0].trial_id).join("grade.json"))
+            .unwrap();
+    assert!(grade.contains("grade/workspace/src/lib.rs"), "{grade}");
+}
+
 /// A cluster run in miniature: one preparing job, then four shards at once sharing its data
 /// directory read-only, each with scratch space of its own, then a merge.
 #[test]
