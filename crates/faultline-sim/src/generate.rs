@@ -159,8 +159,13 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
             plan.crashes = crashes(&mut rng, nodes, window, 20..400, 2);
         }
     }
+    // Time for the faults, for recovery, and for every client's share of the operations at one
+    // request timeout each (what a lossy network can cost a correct store).
+    let per_client = u64::from(profile.operations.div_ceil(plan.workload.clients));
     plan.limits = Limits {
-        time_limit_ms: plan.faults_end_ms().max(window) + profile.recovery_ms,
+        time_limit_ms: plan.faults_end_ms().max(window)
+            + profile.recovery_ms
+            + per_client * plan.workload.request_timeout_ms,
         storage_bytes: profile.storage_bytes,
     };
     Schedule {

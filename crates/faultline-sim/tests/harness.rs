@@ -323,3 +323,57 @@ fn a_plan_the_harness_cannot_run_is_an_error() {
     let err = run::<Correct>(&schedule(1, plan)).unwrap_err();
     assert!(err.to_string().contains("node 7"), "{err}");
 }
+
+/// Set in a child process: the schedule seed whose history digest the child prints.
+const CHILD_SEED: &str = "FAULTLINE_SIM_CHILD_SEED";
+
+fn churn_schedule(seed: u64) -> Schedule {
+    // Seed 5 draws the churn family: partitions, crashes, loss, duplication and skew at once.
+    let profile = faultline_sim::generate::Profile {
+        operations: 150,
+        ..Default::default()
+    };
+    assert_eq!(
+        faultline_sim::generate::family_of(seed),
+        faultline_sim::generate::Family::Churn
+    );
+    faultline_sim::generate::generate("churn", seed, &profile)
+}
+
+fn churn_digest(seed: u64) -> String {
+    let s = churn_schedule(seed);
+    faultline_sim::history::digest(&run::<Correct>(&s).unwrap().history)
+}
+
+/// Does nothing unless a parent test started this process to print a run's digest.
+#[test]
+fn child_prints_the_digest_of_a_run() {
+    if let Ok(seed) = std::env::var(CHILD_SEED) {
+        println!("digest={}", churn_digest(seed.parse().unwrap()));
+    }
+}
+
+#[test]
+fn runs_in_two_other_processes_give_the_same_history_byte_for_byte() {
+    let seed = 13;
+    let here = churn_digest(seed);
+    assert_eq!(here, churn_digest(seed), "a second run in this process");
+    for _ in 0..2 {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_prints_the_digest_of_a_run", "--nocapture"])
+            .env(CHILD_SEED, seed.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let digest = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("digest="))
+            .unwrap_or_else(|| panic!("no digest in {stdout}"));
+        assert_eq!(digest, here);
+    }
+}
