@@ -12,6 +12,7 @@ use crate::api::Server;
 use crate::grade::grade_all;
 use crate::plan::Schedule;
 
+#[derive(Debug)]
 struct Args {
     schedules: PathBuf,
     start: usize,

@@ -36,6 +36,12 @@ pub struct GradeReport {
     pub total: usize,
     /// `passed / total` (0 when nothing ran).
     pub share_passed: f64,
+    /// Wall-clock seconds building the submission.
+    #[serde(default)]
+    pub build_seconds: f64,
+    /// Wall-clock seconds running and judging the schedules (one process, one thread).
+    #[serde(default)]
+    pub run_seconds: f64,
 }
 
 impl GradeReport {
@@ -55,6 +61,8 @@ impl GradeReport {
             schedules,
             passed,
             total,
+            build_seconds: 0.0,
+            run_seconds: 0.0,
         }
     }
 

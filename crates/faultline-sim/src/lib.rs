@@ -24,8 +24,10 @@ pub mod generate;
 pub mod grade;
 pub mod history;
 pub mod plan;
+pub mod runner;
 mod seed;
 mod sim;
+pub mod task;
 mod transport;
 pub mod verdict;
 

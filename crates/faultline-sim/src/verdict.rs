@@ -142,13 +142,14 @@ impl ScheduleResult {
         self
     }
 
-    /// A schedule stopped by the grader's wall clock before it reported.
-    pub fn timed_out(schedule: &Schedule, seconds: u64) -> Self {
+    /// A schedule that failed without a run to judge: stopped by the grader's wall clock, or
+    /// lost with the process that ran it.
+    pub fn unrun(schedule: &Schedule, failure: Failure) -> Self {
         ScheduleResult {
             schedule: schedule.name.clone(),
             seed: schedule.seed,
             passed: false,
-            failure: Some(Failure::Timeout { seconds }),
+            failure: Some(failure),
             completed: 0,
             operations: schedule.plan.workload.operations,
             sim_ms: 0,

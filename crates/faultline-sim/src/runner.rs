@@ -1,0 +1,363 @@
+//! The grader of a build task: copies a submission (applying a patch to it if asked), builds a
+//! small program around it against this harness, runs every schedule in that program with a
+//! wall-clock limit per schedule, and collects the results.
+//!
+//! The program prints one result line per schedule, so a server that never yields costs only
+//! its own schedule: the grader kills the program, records a timeout, and starts it again at the
+//! next schedule. A program that dies without a result line (an abort, an exit) fails that
+//! schedule as a panic with the end of its error output.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::grade::GradeReport;
+use crate::plan::Schedule;
+use crate::task::{TaskError, TaskSpec};
+use crate::verdict::{Failure, ScheduleResult};
+
+/// This crate's directory: submissions are built against it.
+const HARNESS_DIR: &str = env!("CARGO_MANIFEST_DIR");
+/// Lines of compiler or driver output kept in a result.
+const TAIL_LINES: usize = 40;
+
+/// What to grade and how.
+#[derive(Debug, Clone)]
+pub struct GradeRequest {
+    /// The task directory (with `task.toml`).
+    pub task_dir: PathBuf,
+    /// The submission crate's directory.
+    pub submission: PathBuf,
+    /// A patch (`git apply` format, paths relative to the crate) applied to a copy first.
+    pub patch: Option<PathBuf>,
+    /// Only these schedules, by name; all when `None`.
+    pub only: Option<Vec<String>>,
+    /// Where cargo builds (shared between grades, so dependencies build once).
+    pub target_dir: PathBuf,
+    /// Wall-clock limit of one schedule.
+    pub schedule_timeout: Duration,
+    /// Where failed schedules' histories are written, if anywhere.
+    pub histories: Option<PathBuf>,
+    /// Whether cargo may use the network.
+    pub online: bool,
+}
+
+/// Why a grade could not be made (as opposed to a submission that failed).
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The task is unusable.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    /// A named schedule is not in the task.
+    #[error("no schedule named {0} in the task")]
+    UnknownSchedule(String),
+    /// The grader's own file or process work failed.
+    #[error("{0}")]
+    Io(String),
+    /// The patch does not apply.
+    #[error("the patch {patch} does not apply: {message}")]
+    Patch {
+        /// The patch.
+        patch: String,
+        /// What `git apply` said.
+        message: String,
+    },
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> RunnerError {
+    RunnerError::Io(format!("{what}: {e}"))
+}
+
+/// The last lines of `text`.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
+}
+
+/// Copies a crate's files, leaving out build output and lockfiles.
+fn copy_crate(from: &Path, to: &Path) -> Result<(), RunnerError> {
+    std::fs::create_dir_all(to).map_err(|e| io(&format!("creating {}", to.display()), e))?;
+    let entries =
+        std::fs::read_dir(from).map_err(|e| io(&format!("reading {}", from.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io("reading the submission", e))?;
+        let name = entry.file_name();
+        if name == "target" || name == "Cargo.lock" || name == ".git" {
+            continue;
+        }
+        let kind = entry
+            .file_type()
+            .map_err(|e| io("reading the submission", e))?;
+        let (src, dst) = (entry.path(), to.join(&name));
+        if kind.is_dir() {
+            copy_crate(&src, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).map_err(|e| io(&format!("copying {}", src.display()), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Points the copied submission's `faultline-sim` dependency at this harness, wherever the
+/// submission expected it.
+fn point_at_harness(manifest: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| format!("no Cargo.toml: {e}"))?;
+    let mut doc: toml::Table = toml::from_str(&text).map_err(|e| format!("Cargo.toml: {e}"))?;
+    let deps = doc
+        .entry("dependencies")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let toml::Value::Table(deps) = deps else {
+        return Err("Cargo.toml: [dependencies] is not a table".into());
+    };
+    let mut harness = toml::Table::new();
+    harness.insert("path".into(), toml::Value::String(HARNESS_DIR.into()));
+    deps.insert("faultline-sim".into(), toml::Value::Table(harness));
+    let text = toml::to_string(&doc).map_err(|e| format!("Cargo.toml: {e}"))?;
+    std::fs::write(manifest, text).map_err(|e| format!("writing Cargo.toml: {e}"))
+}
+
+fn apply_patch(dir: &Path, patch: &Path) -> Result<(), RunnerError> {
+    let failed = |message: String| RunnerError::Patch {
+        patch: patch.display().to_string(),
+        message,
+    };
+    let patch = std::path::absolute(patch).map_err(|e| failed(e.to_string()))?;
+    let out = Command::new("git")
+        .args(["apply", "--whitespace=nowarn"])
+        .arg(&patch)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| failed(format!("cannot run git: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(failed(tail(&String::from_utf8_lossy(&out.stderr))))
+    }
+}
+
+/// Writes the program that runs the schedules on the submission's server.
+fn write_driver(work: &Path, spec: &TaskSpec) -> Result<PathBuf, RunnerError> {
+    let dir = work.join("driver");
+    std::fs::create_dir_all(dir.join("src")).map_err(|e| io("creating the driver", e))?;
+    let manifest = format!(
+        "[package]\nname = \"faultline-sim-driver\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
+         publish = false\n\n[dependencies]\nfaultline-sim = {{ path = {harness:?} }}\n\
+         submission = {{ path = {submission:?}, package = {package:?} }}\n\n[workspace]\n\n\
+         [profile.release]\ndebug = false\n",
+        harness = HARNESS_DIR,
+        submission = work.join("submission").display().to_string(),
+        package = spec.package,
+    );
+    let main = format!(
+        "fn main() -> std::process::ExitCode {{\n    \
+         faultline_sim::driver::main::<submission::{}>()\n}}\n",
+        spec.server
+    );
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| io(&format!("writing the driver's {name}"), e))
+    };
+    write("Cargo.toml", &manifest)?;
+    write("src/main.rs", &main)?;
+    // The workspace's lockfile pins every dependency the harness was tested with.
+    let lock = Path::new(HARNESS_DIR).join("../../Cargo.lock");
+    if lock.exists() {
+        std::fs::copy(&lock, dir.join("Cargo.lock")).map_err(|e| io("copying Cargo.lock", e))?;
+    }
+    Ok(dir)
+}
+
+/// Builds the driver; the executable, or the compiler's complaint.
+fn build(driver: &Path, request: &GradeRequest) -> Result<Result<PathBuf, String>, RunnerError> {
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(driver.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&request.target_dir)
+        // Seeds tokio's own random choices (an unbiased `select!`) from the schedule.
+        .env("RUSTFLAGS", "--cfg tokio_unstable")
+        .env("CARGO_TERM_COLOR", "never");
+    if !request.online {
+        cargo.arg("--offline");
+    }
+    let out = cargo.output().map_err(|e| io("cannot run cargo", e))?;
+    if out.status.success() {
+        Ok(Ok(request.target_dir.join("release/faultline-sim-driver")))
+    } else {
+        Ok(Err(tail(&String::from_utf8_lossy(&out.stderr))))
+    }
+}
+
+/// Runs `schedules` in the driver, restarting it after a timeout or a death.
+fn run_driver(
+    exe: &Path,
+    work: &Path,
+    schedules: &[Schedule],
+    request: &GradeRequest,
+) -> Result<Vec<ScheduleResult>, RunnerError> {
+    let file = work.join("schedules.json");
+    let json = serde_json::to_vec(schedules).map_err(|e| io("encoding schedules", e))?;
+    std::fs::write(&file, json).map_err(|e| io("writing schedules", e))?;
+    let stderr_path = work.join("driver.stderr");
+    let mut results: Vec<ScheduleResult> = Vec::with_capacity(schedules.len());
+    while results.len() < schedules.len() {
+        let start = results.len();
+        let stderr = std::fs::File::create(&stderr_path).map_err(|e| io("driver stderr", e))?;
+        let mut command = Command::new(exe);
+        command.arg(&file).arg(start.to_string());
+        if let Some(dir) = &request.histories {
+            command.arg("--histories").arg(dir);
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| io("cannot start the driver", e))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if line.is_err() || tx.send(line.unwrap_or_default()).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut deadline = Instant::now() + request.schedule_timeout;
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(line) => {
+                    let result: ScheduleResult = serde_json::from_str(&line)
+                        .map_err(|e| io(&format!("the driver printed {line:?}"), e))?;
+                    results.push(result);
+                    deadline = Instant::now() + request.schedule_timeout;
+                    if results.len() == schedules.len() {
+                        break;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let seconds = request.schedule_timeout.as_secs();
+                    let failure = Failure::Timeout { seconds };
+                    results.push(ScheduleResult::unrun(&schedules[results.len()], failure));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child.wait().map_err(|e| io("waiting for the driver", e))?;
+                    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                    let message = format!("the driver exited ({status}):\n{}", tail(&stderr));
+                    let failure = Failure::Panic { message };
+                    results.push(ScheduleResult::unrun(&schedules[results.len()], failure));
+                    break;
+                }
+            }
+        }
+        let _ = child.wait();
+    }
+    Ok(results)
+}
+
+/// Grades a submission on the task's hidden schedules (or the named ones).
+pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerError> {
+    let spec = TaskSpec::load(&request.task_dir)?;
+    let mut schedules = spec.hidden_schedules();
+    if let Some(only) = &request.only {
+        if let Some(missing) = only
+            .iter()
+            .find(|n| !schedules.iter().any(|s| &s.name == *n))
+        {
+            return Err(RunnerError::UnknownSchedule(missing.clone()));
+        }
+        schedules.retain(|s| only.contains(&s.name));
+    }
+    let mut shown = request.submission.display().to_string();
+    if let Some(patch) = &request.patch {
+        shown = format!("{shown} with {}", patch.display());
+    }
+    let work = tempfile::tempdir().map_err(|e| io("creating a work directory", e))?;
+    let submission = work.path().join("submission");
+    copy_crate(&request.submission, &submission)?;
+    if let Some(patch) = &request.patch {
+        apply_patch(&submission, patch)?;
+    }
+    if let Some(dir) = &request.histories {
+        std::fs::create_dir_all(dir).map_err(|e| io("creating the histories directory", e))?;
+    }
+    if let Err(message) = point_at_harness(&submission.join("Cargo.toml")) {
+        return Ok(GradeReport::build_failed(
+            &spec.id,
+            &shown,
+            schedules.len(),
+            message,
+        ));
+    }
+    let driver = write_driver(work.path(), &spec)?;
+    let started = Instant::now();
+    let built = build(&driver, request)?;
+    let build_seconds = started.elapsed().as_secs_f64();
+    let exe = match built {
+        Ok(exe) => exe,
+        Err(message) => {
+            let mut report = GradeReport::build_failed(&spec.id, &shown, schedules.len(), message);
+            report.build_seconds = build_seconds;
+            return Ok(report);
+        }
+    };
+    let started = Instant::now();
+    let results = run_driver(&exe, work.path(), &schedules, request)?;
+    let mut report = GradeReport::new(&spec.id, &shown, results, schedules.len());
+    report.build_seconds = build_seconds;
+    report.run_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Writes `report` to `path` as JSON, atomically.
+pub fn write_report(report: &GradeReport, path: &Path) -> Result<(), RunnerError> {
+    let json = serde_json::to_vec_pretty(report).map_err(|e| io("encoding the report", e))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("writing the report", e))?;
+    std::io::Write::write_all(&mut file, &json).map_err(|e| io("writing the report", e))?;
+    file.as_file()
+        .sync_all()
+        .map_err(|e| io("writing the report", e))?;
+    file.persist(path)
+        .map_err(|e| io("writing the report", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_harness_dependency_is_rewritten_and_other_dependencies_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("Cargo.toml");
+        std::fs::write(
+            &manifest,
+            "[package]\nname = \"x\"\n[dependencies]\nfaultline-sim = { path = \"../../far/away\" }\nserde = \"1\"\n",
+        )
+        .unwrap();
+        point_at_harness(&manifest).unwrap();
+        let doc: toml::Table =
+            toml::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        let deps = doc["dependencies"].as_table().unwrap();
+        assert_eq!(deps["faultline-sim"]["path"].as_str(), Some(HARNESS_DIR));
+        assert_eq!(deps["serde"].as_str(), Some("1"));
+        std::fs::write(&manifest, "[package\n").unwrap();
+        assert!(point_at_harness(&manifest).is_err());
+    }
+
+    #[test]
+    fn tails_keep_the_last_lines() {
+        let text: String = (0..100).map(|i| format!("{i}\n")).collect();
+        let t = tail(&text);
+        assert!(t.starts_with("60\n") && t.ends_with("99"), "{t}");
+    }
+}
