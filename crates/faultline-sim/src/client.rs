@@ -84,6 +84,7 @@ async fn run_one(client: u64, operations: u32, shared: Shared) -> turmoil::Resul
     let socket = Rc::new(transport::bind(port).await?);
     let sender = Sender::new(
         socket.clone(),
+        None,
         plan.network.clone(),
         derive(shared.seed, Stream::ClientNet, &[client]),
         shared.stats.clone(),
@@ -107,7 +108,7 @@ async fn run_one(client: u64, operations: u32, shared: Shared) -> turmoil::Resul
             op: op.clone(),
         });
         'attempt: loop {
-            sender.dispatch(servers[target as usize], request.clone());
+            sender.dispatch(servers[target as usize], Some(target), request.clone());
             let deadline = tokio::time::Instant::now() + timeout;
             loop {
                 let received =

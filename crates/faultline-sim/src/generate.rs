@@ -1,6 +1,7 @@
 //! Schedules drawn from a seed: each seed picks a family of faults (calm, lossy, partitions,
-//! crashes, whole-cluster crashes, churn, clock skew, frequent crashes) and draws its times,
-//! shapes and rates. A task keeps its hidden schedules as a list of seeds for this generator.
+//! crashes, whole-cluster crashes, churn, clock skew, frequent crashes, reordering, leader churn)
+//! and draws its times, shapes and rates. A task keeps its hidden schedules as a list of seeds
+//! for this generator.
 
 use rand::rngs::ChaCha8Rng;
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -55,9 +56,15 @@ pub enum Family {
     /// Many short crashes of a five-server cluster, two servers down at a time, over an
     /// unreliable network: the pattern where an entry of an earlier term gets overwritten.
     FrequentCrashes,
+    /// Many messages held back for up to seconds while partitions move leadership around, so
+    /// that messages of past terms keep arriving.
+    Reordering,
+    /// A long stretch of single crashes one after another, so that leadership keeps moving and
+    /// every server leads at some point.
+    LeaderChurn,
 }
 
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 10] = [
     Family::Calm,
     Family::Lossy,
     Family::Partitions,
@@ -66,6 +73,8 @@ const FAMILIES: [Family; 8] = [
     Family::Churn,
     Family::Skew,
     Family::FrequentCrashes,
+    Family::Reordering,
+    Family::LeaderChurn,
 ];
 
 /// The family `seed` draws.
@@ -110,7 +119,10 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
         Family::FrequentCrashes => 5,
         _ => *[3, 5].choose(&mut rng).expect("not empty"),
     };
-    let window = rng.random_range(3_000..8_000);
+    let window = match family {
+        Family::LeaderChurn => rng.random_range(10_000..20_000),
+        _ => rng.random_range(3_000..8_000),
+    };
     let mut plan = calm_plan(nodes);
     plan.workload = Workload {
         clients: rng.random_range(3..=7),
@@ -157,6 +169,16 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
             net(&mut rng, &mut plan, 0.1, 0.1);
             plan.network.long_delay = rng.random_range(0.05..0.2);
             plan.crashes = crashes(&mut rng, nodes, window, 20..400, 2);
+        }
+        Family::Reordering => {
+            net(&mut rng, &mut plan, 0.05, 0.1);
+            plan.network.long_delay = rng.random_range(0.05..0.2);
+            plan.network.long_delay_max_ms = rng.random_range(300..=2_000);
+            plan.partitions = partitions(&mut rng, nodes, window);
+        }
+        Family::LeaderChurn => {
+            net(&mut rng, &mut plan, 0.05, 0.05);
+            plan.crashes = crashes(&mut rng, nodes, window, 50..600, 1);
         }
     }
     // Time for the faults, for recovery, and for every client's share of the operations at one
@@ -323,6 +345,16 @@ mod tests {
                 .all(|p| p.clock_skew.len() as u32 == p.nodes)
         );
         assert!(of(Family::Calm).iter().all(|p| p.network.loss == 0.0));
+        assert!(
+            of(Family::Reordering)
+                .iter()
+                .all(|p| p.network.long_delay >= 0.05 && p.network.long_delay_max_ms >= 300)
+        );
+        assert!(
+            of(Family::LeaderChurn)
+                .iter()
+                .all(|p| p.crashes.len() >= 10)
+        );
         for p in of(Family::FrequentCrashes) {
             let most_down = p
                 .crashes

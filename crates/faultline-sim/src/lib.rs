@@ -16,6 +16,7 @@
 //! generator for latencies) and time is simulated.
 
 pub mod api;
+pub mod catalog;
 mod client;
 mod clock;
 mod disk;
@@ -24,6 +25,7 @@ pub mod generate;
 pub mod grade;
 pub mod history;
 pub mod plan;
+mod relay;
 pub mod runner;
 mod seed;
 mod sim;

@@ -314,20 +314,19 @@ pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerErr
     Ok(report)
 }
 
-/// Writes `report` to `path` as JSON, atomically.
-pub fn write_report(report: &GradeReport, path: &Path) -> Result<(), RunnerError> {
-    let json = serde_json::to_vec_pretty(report).map_err(|e| io("encoding the report", e))?;
+/// Writes `value` to `path` as pretty JSON, atomically (a temporary file renamed over it).
+pub fn write_json<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), RunnerError> {
+    let failed = |e: &dyn std::fmt::Display| io(&format!("writing {}", path.display()), e);
+    let mut json = serde_json::to_vec_pretty(value).map_err(|e| failed(&e))?;
+    json.push(b'\n');
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("writing the report", e))?;
-    std::io::Write::write_all(&mut file, &json).map_err(|e| io("writing the report", e))?;
-    file.as_file()
-        .sync_all()
-        .map_err(|e| io("writing the report", e))?;
-    file.persist(path)
-        .map_err(|e| io("writing the report", e))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| failed(&e))?;
+    std::io::Write::write_all(&mut file, &json).map_err(|e| failed(&e))?;
+    file.as_file().sync_all().map_err(|e| failed(&e))?;
+    file.persist(path).map_err(|e| failed(&e))?;
     Ok(())
 }
 

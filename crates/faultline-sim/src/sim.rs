@@ -12,6 +12,7 @@ use crate::clock::SimClock;
 use crate::disk::{Disk, SimStorage};
 use crate::history::{KvHistory, Recorder};
 use crate::plan::{FaultPlan, PlanError, Schedule};
+use crate::relay::{self, Cut, RELAY_HOST};
 use crate::seed::{Stream, derive};
 use crate::transport::{CLIENTS_HOST, NetStats, SimNet, host_name};
 
@@ -102,6 +103,9 @@ pub fn run<S: Server>(schedule: &Schedule) -> Result<RunReport, PlanError> {
         .udp_capacity(16 * 1024)
         .build();
     let stats = Rc::new(RefCell::new(NetStats::default()));
+    let cut: Cut = Rc::default();
+    let relay_cut = cut.clone();
+    sim.host(RELAY_HOST, move || relay::run(relay_cut.clone()));
     let disks: Vec<Rc<RefCell<Disk>>> = (0..plan.nodes).map(|_| Rc::default()).collect();
     for node in 0..plan.nodes {
         add_server::<S>(
@@ -126,7 +130,6 @@ pub fn run<S: Server>(schedule: &Schedule) -> Result<RunReport, PlanError> {
 
     let events = timeline(&plan);
     let mut next = 0;
-    let mut cut = BTreeSet::new();
     let mut crashed_with = None;
     loop {
         let now = sim.elapsed();
@@ -139,13 +142,14 @@ pub fn run<S: Server>(schedule: &Schedule) -> Result<RunReport, PlanError> {
             match event {
                 Event::Partitions => {
                     let want = cut_pairs(&plan, now_ms);
-                    for &(a, b) in want.difference(&cut) {
+                    let now_cut = cut.borrow().clone();
+                    for &(a, b) in want.difference(&now_cut) {
                         sim.partition(host_name(a), host_name(b));
                     }
-                    for &(a, b) in cut.difference(&want) {
+                    for &(a, b) in now_cut.difference(&want) {
                         sim.repair(host_name(a), host_name(b));
                     }
-                    cut = want;
+                    *cut.borrow_mut() = want;
                 }
                 Event::Crash(node) => sim.crash(host_name(node)),
                 Event::Restart(node) => sim.bounce(host_name(node)),

@@ -1,11 +1,10 @@
 //! Our transport over turmoil's datagrams: the wire format of server and client messages, and
 //! the faults turmoil does not inject itself (independent loss, duplication, long delays), each
-//! decided on the sending side from a seeded stream.
+//! decided on the sending side from a seeded stream; long-delayed copies wait in the relay.
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
-use std::time::Duration;
 
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -14,6 +13,7 @@ use turmoil::net::UdpSocket;
 
 use crate::api::{ClientReply, ClientRequest, Message, Network, NodeId};
 use crate::plan::NetworkFaults;
+use crate::relay::{self, Held, RELAY_HOST, RELAY_PORT, SocketAddrV4Parts};
 
 /// The port every server listens on.
 pub(crate) const SERVER_PORT: u16 = 7000;
@@ -61,29 +61,36 @@ pub struct NetStats {
 #[derive(Clone)]
 pub(crate) struct Sender {
     socket: Rc<UdpSocket>,
+    origin: Option<NodeId>,
+    relay: SocketAddr,
     faults: NetworkFaults,
     rng: Rc<RefCell<ChaCha8Rng>>,
     stats: Rc<RefCell<NetStats>>,
 }
 
 impl Sender {
+    /// The sender of server `origin` (`None` for a client); must run inside the simulation.
     pub(crate) fn new(
         socket: Rc<UdpSocket>,
+        origin: Option<NodeId>,
         faults: NetworkFaults,
         seed: u64,
         stats: Rc<RefCell<NetStats>>,
     ) -> Self {
         Sender {
             socket,
+            origin,
+            relay: SocketAddr::new(turmoil::lookup(RELAY_HOST), RELAY_PORT),
             faults,
             rng: Rc::new(RefCell::new(ChaCha8Rng::seed_from_u64(seed))),
             stats,
         }
     }
 
-    /// Sends `bytes` to `dst` through the faults: lost, sent once or twice, each copy now (the
-    /// simulator adds the link's latency) or after a long extra delay.
-    pub(crate) fn dispatch(&self, dst: SocketAddr, bytes: Vec<u8>) {
+    /// Sends `bytes` to `dst` (server `to`, if a server) through the faults: lost, sent once or
+    /// twice, each copy now (the simulator adds the link's latency) or through the relay after
+    /// a long extra delay.
+    pub(crate) fn dispatch(&self, dst: SocketAddr, to: Option<NodeId>, bytes: Vec<u8>) {
         let mut rng = self.rng.borrow_mut();
         let mut stats = self.stats.borrow_mut();
         stats.sent += 1;
@@ -98,20 +105,25 @@ impl Sender {
             1
         };
         for _ in 0..copies {
-            if self.faults.long_delay_max_ms > 0 && rng.random_bool(self.faults.long_delay) {
-                stats.held_back += 1;
-                let wait =
-                    Duration::from_millis(rng.random_range(1..=self.faults.long_delay_max_ms));
-                let socket = self.socket.clone();
-                let bytes = bytes.clone();
-                tokio::task::spawn_local(async move {
-                    tokio::time::sleep(wait).await;
-                    // A send fails only when no link leads to the destination: a loss.
-                    let _ = socket.try_send_to(&bytes, dst);
-                });
-            } else {
-                let _ = self.socket.try_send_to(&bytes, dst);
-            }
+            let held = (self.faults.long_delay_max_ms > 0
+                && rng.random_bool(self.faults.long_delay))
+            .then(|| rng.random_range(1..=self.faults.long_delay_max_ms))
+            .zip(SocketAddrV4Parts::of(dst));
+            // A send fails only when no link leads to the destination: a loss.
+            let _ = match held {
+                Some((wait_ms, dst)) => {
+                    stats.held_back += 1;
+                    let held = Held {
+                        dst,
+                        from: self.origin,
+                        to,
+                        wait_ms: u32::try_from(wait_ms).unwrap_or(u32::MAX),
+                    };
+                    self.socket
+                        .try_send_to(&relay::encode(held, &bytes), self.relay)
+                }
+                None => self.socket.try_send_to(&bytes, dst),
+            };
         }
     }
 
@@ -165,7 +177,7 @@ impl SimNet {
             .collect();
         Ok(SimNet {
             id,
-            sender: Sender::new(socket.clone(), faults, seed, stats),
+            sender: Sender::new(socket.clone(), Some(id), faults, seed, stats),
             socket,
             servers,
             clients: turmoil::lookup(CLIENTS_HOST),
@@ -209,7 +221,7 @@ impl Network for SimNet {
         bytes.push(PEER);
         bytes.extend(self.id.to_le_bytes());
         bytes.extend(payload);
-        self.sender.dispatch(dst, bytes);
+        self.sender.dispatch(dst, Some(to), bytes);
     }
 
     fn reply(&self, request: &ClientRequest, reply: ClientReply) {
@@ -227,7 +239,7 @@ impl Network for SimNet {
         let mut bytes = vec![REPLY];
         bytes.extend(serde_json::to_vec(&frame).expect("a reply always encodes"));
         self.sender
-            .dispatch(SocketAddr::new(self.clients, port), bytes);
+            .dispatch(SocketAddr::new(self.clients, port), None, bytes);
     }
 
     async fn recv(&self) -> Message {

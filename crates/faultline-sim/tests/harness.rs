@@ -27,8 +27,9 @@ impl<const PERSIST: bool, const DEDUP: bool> Primary<PERSIST, DEDUP> {
     fn apply(state: &mut State, request: &ClientRequest, now: Duration) -> ClientReply {
         if DEDUP
             && let Some((seq, reply)) = state.answered.get(&request.client)
-            && *seq == request.seq
+            && *seq >= request.seq
         {
+            // An older request arriving late was answered long ago; its client ignores this.
             return reply.clone();
         }
         let reply = match &request.op {

@@ -7,6 +7,7 @@
 //!                     [--schedule-timeout SECS] [--online]
 //! faultline-sim schedules --task DIR
 //! faultline-sim bench --task DIR [--submission DIR] [--target-dir DIR]
+//! faultline-sim catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]
 //! ```
 
 use std::collections::BTreeMap;
@@ -14,29 +15,47 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use faultline_sim::catalog::{CATALOG_FILE, Catalog, VARIANTS_DIR};
 use faultline_sim::grade::GradeReport;
-use faultline_sim::runner::{GradeRequest, grade_submission, write_report};
+use faultline_sim::runner::{GradeRequest, grade_submission, write_json};
 use faultline_sim::task::TaskSpec;
 
 const USAGE: &str = "usage:
   faultline-sim grade --task DIR --submission DIR [--patch FILE] [--only NAME,...] [--out FILE]
                       [--histories DIR] [--target-dir DIR] [--schedule-timeout SECS] [--online]
   faultline-sim schedules --task DIR
-  faultline-sim bench --task DIR [--submission DIR] [--target-dir DIR]";
+  faultline-sim bench --task DIR [--submission DIR] [--target-dir DIR]
+  faultline-sim catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]";
+
+/// Why the command failed: a command line it cannot use (the usage is shown), or the work.
+enum CliError {
+    Usage(String),
+    Failed(String),
+}
+
+impl From<String> for CliError {
+    fn from(message: String) -> Self {
+        CliError::Failed(message)
+    }
+}
+
+fn usage(message: impl Into<String>) -> CliError {
+    CliError::Usage(message.into())
+}
 
 /// Flags and their values; `--online` alone takes none.
-fn flags(args: &[String]) -> Result<BTreeMap<String, String>, String> {
+fn flags(args: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let Some(name) = flag.strip_prefix("--") else {
-            return Err(format!("unexpected argument {flag}"));
+            return Err(usage(format!("unexpected argument {flag}")));
         };
         let value = if name == "online" {
             String::new()
         } else {
             it.next()
-                .ok_or_else(|| format!("{flag} needs a value"))?
+                .ok_or_else(|| usage(format!("{flag} needs a value")))?
                 .clone()
         };
         out.insert(name.to_string(), value);
@@ -44,7 +63,10 @@ fn flags(args: &[String]) -> Result<BTreeMap<String, String>, String> {
     Ok(out)
 }
 
-fn request(flags: &BTreeMap<String, String>, submission: PathBuf) -> Result<GradeRequest, String> {
+fn request(
+    flags: &BTreeMap<String, String>,
+    submission: PathBuf,
+) -> Result<GradeRequest, CliError> {
     let known = [
         "task",
         "submission",
@@ -57,9 +79,9 @@ fn request(flags: &BTreeMap<String, String>, submission: PathBuf) -> Result<Grad
         "online",
     ];
     if let Some(unknown) = flags.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(format!("unknown flag --{unknown}"));
+        return Err(usage(format!("unknown flag --{unknown}")));
     }
-    let task_dir = PathBuf::from(flags.get("task").ok_or("--task is required")?);
+    let task_dir = task_of(flags)?;
     let timeout = match flags.get("schedule-timeout") {
         Some(s) => s
             .parse()
@@ -82,6 +104,13 @@ fn request(flags: &BTreeMap<String, String>, submission: PathBuf) -> Result<Grad
         histories: flags.get("histories").map(PathBuf::from),
         online: flags.contains_key("online"),
     })
+}
+
+fn task_of(flags: &BTreeMap<String, String>) -> Result<PathBuf, CliError> {
+    flags
+        .get("task")
+        .map(PathBuf::from)
+        .ok_or_else(|| usage("--task is required"))
 }
 
 /// A directory of its own inside the workspace's target directory.
@@ -111,19 +140,22 @@ fn summary(report: &GradeReport) -> String {
     )
 }
 
-fn grade(flags: &BTreeMap<String, String>) -> Result<(), String> {
-    let submission = PathBuf::from(flags.get("submission").ok_or("--submission is required")?);
+fn grade(flags: &BTreeMap<String, String>) -> Result<(), CliError> {
+    let submission = flags
+        .get("submission")
+        .map(PathBuf::from)
+        .ok_or_else(|| usage("--submission is required"))?;
     let request = request(flags, submission)?;
     let report = grade_submission(&request).map_err(|e| e.to_string())?;
     if let Some(out) = flags.get("out") {
-        write_report(&report, Path::new(out)).map_err(|e| e.to_string())?;
+        write_json(&report, Path::new(out)).map_err(|e| e.to_string())?;
     }
     println!("{}", summary(&report));
     Ok(())
 }
 
-fn schedules(flags: &BTreeMap<String, String>) -> Result<(), String> {
-    let dir = PathBuf::from(flags.get("task").ok_or("--task is required")?);
+fn schedules(flags: &BTreeMap<String, String>) -> Result<(), CliError> {
+    let dir = task_of(flags)?;
     let spec = TaskSpec::load(&dir).map_err(|e| e.to_string())?;
     let json = serde_json::to_string_pretty(&spec.hidden_schedules()).map_err(|e| e.to_string())?;
     println!("{json}");
@@ -132,8 +164,8 @@ fn schedules(flags: &BTreeMap<String, String>) -> Result<(), String> {
 
 /// Grades the reference twice: the time of each run, and whether every schedule's history
 /// came out the same.
-fn bench(flags: &BTreeMap<String, String>) -> Result<(), String> {
-    let task = PathBuf::from(flags.get("task").ok_or("--task is required")?);
+fn bench(flags: &BTreeMap<String, String>) -> Result<(), CliError> {
+    let task = task_of(flags)?;
     let submission = flags
         .get("submission")
         .map(PathBuf::from)
@@ -164,7 +196,36 @@ fn bench(flags: &BTreeMap<String, String>) -> Result<(), String> {
     if same == first.schedules.len() {
         Ok(())
     } else {
-        Err("a rerun differed".into())
+        Err(CliError::Failed("a rerun differed".into()))
+    }
+}
+
+/// Grades every variant of the task on every hidden schedule and writes the catalog of what
+/// catches each one.
+fn catalog(flags: &BTreeMap<String, String>) -> Result<(), CliError> {
+    let task = task_of(flags)?;
+    let spec = TaskSpec::load(&task).map_err(|e| e.to_string())?;
+    let request = request(flags, task.join("reference"))?;
+    let catalog = Catalog::build(&spec.id, &request).map_err(|e| e.to_string())?;
+    let path = task.join(VARIANTS_DIR).join(CATALOG_FILE);
+    write_json(&catalog, &path).map_err(|e| e.to_string())?;
+    for v in &catalog.variants {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in &v.caught_by {
+            *kinds.entry(c.kind.as_str()).or_default() += 1;
+        }
+        println!(
+            "{}: fails {}/{} schedules {kinds:?}",
+            v.name,
+            v.caught_by.len(),
+            v.schedules
+        );
+    }
+    println!("wrote {}", path.display());
+    if catalog.variants.iter().all(|v| !v.caught_by.is_empty()) {
+        Ok(())
+    } else {
+        Err(CliError::Failed("a variant passes every schedule".into()))
     }
 }
 
@@ -175,15 +236,20 @@ fn main() -> ExitCode {
             "grade" => grade(&f),
             "schedules" => schedules(&f),
             "bench" => bench(&f),
-            other => Err(format!("unknown command {other}")),
+            "catalog" => catalog(&f),
+            other => Err(usage(format!("unknown command {other}"))),
         }),
-        None => Err("no command".into()),
+        None => Err(usage("no command")),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(CliError::Usage(message)) => {
             eprintln!("{message}\n{USAGE}");
             ExitCode::from(2)
+        }
+        Err(CliError::Failed(message)) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::msg::{Entry, Msg, Snapshot};
 use crate::node::{Node, Role};
 
 /// Most entries in one append.
-const BATCH: usize = 64;
+const BATCH: usize = 16;
 
 impl Node {
     /// Sends `peer` what it lacks from its next index on: entries, or the snapshot when the log

@@ -1,0 +1,149 @@
+//! The raft-kv build task graded for real: the grader builds each submission against this
+//! harness (release, offline) and runs hidden schedules. The reference must pass every one, the
+//! skeleton none, and every buggy variant must fail the schedules its catalog names, in the way
+//! it names.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use faultline_sim::catalog::{Catalog, name_of, variant_patches};
+use faultline_sim::runner::{GradeRequest, grade_submission};
+use faultline_sim::task::TaskSpec;
+
+/// Schedules of each variant's catalog entry that the test runs.
+const PER_VARIANT: usize = 2;
+
+fn task_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/build/raft-kv")
+}
+
+/// One build directory for every grade of the test run, so dependencies build once.
+fn target_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("build-track-tests")
+}
+
+fn request(submission: PathBuf, patch: Option<PathBuf>, only: Option<Vec<String>>) -> GradeRequest {
+    GradeRequest {
+        task_dir: task_dir(),
+        submission,
+        patch,
+        only,
+        target_dir: target_dir(),
+        schedule_timeout: Duration::from_secs(120),
+        histories: None,
+        online: false,
+    }
+}
+
+#[test]
+fn the_reference_passes_every_hidden_schedule() {
+    let report = grade_submission(&request(task_dir().join("reference"), None, None)).unwrap();
+    assert_eq!(report.build_error, None);
+    let failed: Vec<_> = report
+        .schedules
+        .iter()
+        .filter(|s| !s.passed)
+        .map(|s| (&s.schedule, &s.failure))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!((report.passed, report.total), (100, 100));
+    assert!(report.schedules.iter().all(|s| s.completed == 1000));
+}
+
+#[test]
+fn the_skeleton_builds_and_fails() {
+    let spec = TaskSpec::load(&task_dir()).unwrap();
+    let only: Vec<String> = spec
+        .hidden_schedules()
+        .into_iter()
+        .take(3)
+        .map(|s| s.name)
+        .collect();
+    let report = grade_submission(&request(task_dir().join("skeleton"), None, Some(only))).unwrap();
+    assert_eq!(report.build_error, None);
+    assert_eq!(report.schedules.len(), 3);
+    for s in &report.schedules {
+        assert_eq!(
+            s.failure.as_ref().map(|f| f.kind()),
+            Some("liveness"),
+            "{s:?}"
+        );
+        assert_eq!(s.completed, 0);
+    }
+}
+
+#[test]
+fn every_variant_fails_the_schedules_its_catalog_names() {
+    let catalog = Catalog::load(&task_dir()).unwrap();
+    let patches = variant_patches(&task_dir()).unwrap();
+    let names: Vec<String> = patches.iter().map(|p| name_of(p)).collect();
+    let listed: Vec<String> = catalog.variants.iter().map(|v| v.name.clone()).collect();
+    assert_eq!(names, listed, "the catalog is out of date with variants/");
+    assert!(
+        catalog.variants.len() >= 10,
+        "{} variants",
+        catalog.variants.len()
+    );
+    for (variant, patch) in catalog.variants.iter().zip(patches) {
+        assert!(
+            !variant.caught_by.is_empty(),
+            "{} is caught by no schedule",
+            variant.name
+        );
+        let chosen = &variant.caught_by[..PER_VARIANT.min(variant.caught_by.len())];
+        let only = chosen.iter().map(|c| c.schedule.clone()).collect();
+        let report = grade_submission(&request(
+            task_dir().join("reference"),
+            Some(patch),
+            Some(only),
+        ))
+        .unwrap();
+        assert_eq!(report.build_error, None, "{}", variant.name);
+        for (caught, result) in chosen.iter().zip(&report.schedules) {
+            assert_eq!(result.schedule, caught.schedule);
+            assert_eq!(
+                result.failure.as_ref().map(|f| f.kind()),
+                Some(caught.kind.as_str()),
+                "variant {} on {}",
+                variant.name,
+                caught.schedule
+            );
+        }
+    }
+}
+
+#[test]
+fn a_patch_that_does_not_apply_is_an_error_not_a_grade() {
+    let dir = tempfile::tempdir().unwrap();
+    let patch = dir.path().join("bad.diff");
+    std::fs::write(
+        &patch,
+        "diff --git a/src/nothing.rs b/src/nothing.rs\n--- a/src/nothing.rs\n+++ b/src/nothing.rs\n@@ -1 +1 @@\n-a\n+b\n",
+    )
+    .unwrap();
+    let err = grade_submission(&request(task_dir().join("reference"), Some(patch), None))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not apply"), "{err}");
+}
+
+#[test]
+fn a_submission_that_does_not_compile_gets_a_build_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("broken");
+    std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+    std::fs::copy(
+        task_dir().join("skeleton/Cargo.toml"),
+        crate_dir.join("Cargo.toml"),
+    )
+    .unwrap();
+    std::fs::write(crate_dir.join("src/lib.rs"), "pub struct KvServer;\n").unwrap();
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    let error = report.build_error.unwrap_or_default();
+    assert!(error.contains("Server"), "{error}");
+    assert_eq!((report.passed, report.share_passed), (0, 0.0));
+}
