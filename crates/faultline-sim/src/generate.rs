@@ -181,13 +181,14 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
             plan.crashes = crashes(&mut rng, nodes, window, 50..600, 1);
         }
     }
-    // Time for the faults, for recovery, and for every client's share of the operations at one
-    // request timeout each (what a lossy network can cost a correct store).
+    // Time for the faults, for recovery, and for every client's share of the operations at three
+    // request timeouts each: a correct store on a network losing a quarter of its messages needs
+    // about one and a half, so a slower but correct design still has room.
     let per_client = u64::from(profile.operations.div_ceil(plan.workload.clients));
     plan.limits = Limits {
         time_limit_ms: plan.faults_end_ms().max(window)
             + profile.recovery_ms
-            + per_client * plan.workload.request_timeout_ms,
+            + 3 * per_client * plan.workload.request_timeout_ms,
         storage_bytes: profile.storage_bytes,
     };
     Schedule {
