@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 /// A server's number: `0..nodes`.
 pub type NodeId = u32;
 
+/// The largest payload a server may send; larger ones are dropped.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
 /// A key-value operation a client asks for. A key never written reads as the empty string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]

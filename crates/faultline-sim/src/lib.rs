@@ -34,12 +34,12 @@ mod transport;
 pub mod verdict;
 
 pub use api::{
-    ClientReply, ClientRequest, Clock, Env, KvOp, Message, Network, NodeId, Server, Storage,
-    recv_until,
+    ClientReply, ClientRequest, Clock, Env, KvOp, MAX_PAYLOAD, Message, Network, NodeId, Server,
+    Storage, recv_until,
 };
 pub use clock::SimClock;
 pub use disk::SimStorage;
 pub use plan::{FaultPlan, PlanError, Schedule};
 pub use sim::{RunReport, run};
-pub use transport::{MAX_PAYLOAD, NetStats, SimNet};
+pub use transport::{NetStats, SimNet};
 pub use verdict::{Failure, ScheduleResult, judge};

@@ -9,7 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::api::NodeId;
+use turmoil::net::UdpSocket;
+
+use crate::api::{MAX_PAYLOAD, NodeId};
 
 /// The relay's host name.
 pub(crate) const RELAY_HOST: &str = "network";
@@ -93,8 +95,9 @@ fn decode(bytes: &[u8]) -> Option<(Held, &[u8])> {
 /// The relay's software: forwards each held copy when its wait ends, unless its servers are cut
 /// from each other by then.
 pub(crate) async fn run(cut: Cut) -> turmoil::Result {
-    let socket = Rc::new(crate::transport::bind(RELAY_PORT).await?);
-    let mut buffer = vec![0u8; crate::transport::MAX_PAYLOAD + 64 * 1024];
+    let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), RELAY_PORT);
+    let socket = Rc::new(UdpSocket::bind(any).await?);
+    let mut buffer = vec![0u8; MAX_PAYLOAD + 64 * 1024];
     loop {
         let (len, _) = socket.recv_from(&mut buffer).await?;
         let Some((held, bytes)) = decode(&buffer[..len]) else {

@@ -11,7 +11,7 @@ use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 use turmoil::net::UdpSocket;
 
-use crate::api::{ClientReply, ClientRequest, Message, Network, NodeId};
+use crate::api::{ClientReply, ClientRequest, MAX_PAYLOAD, Message, Network, NodeId};
 use crate::plan::NetworkFaults;
 use crate::relay::{self, Held, RELAY_HOST, RELAY_PORT, SocketAddrV4Parts};
 
@@ -19,8 +19,6 @@ use crate::relay::{self, Held, RELAY_HOST, RELAY_PORT, SocketAddrV4Parts};
 pub(crate) const SERVER_PORT: u16 = 7000;
 /// Client `i` listens on `CLIENT_PORT_BASE + i`.
 pub(crate) const CLIENT_PORT_BASE: u16 = 10_000;
-/// The largest payload a server may send.
-pub const MAX_PAYLOAD: usize = 1 << 20;
 
 const PEER: u8 = 0;
 const REQUEST: u8 = 1;
