@@ -1,25 +1,33 @@
 //! Shrinking an illegal partition to a small illegal sub-history.
 //!
-//! Dropping operations is not monotone: dropping a write can make a read that saw it illegal
-//! for a new reason (the read of a value nothing in the set wrote), which would turn a stale
-//! read into a misleading "read of a value never written". So an operation is dropped only when
-//! the set stays illegal with that operation *relaxed*: made to look as if it never returned
-//! (it may take effect at any instant after its call, with any output, or not at all). A
-//! relaxed operation can do everything the original could, and everything the dropped one
-//! could (nothing), so the set without it is illegal too, and for the same reason.
+//! Dropping operations outright is not monotone: drop the write a stale read saw and the read
+//! becomes illegal for a new reason (it saw a value nothing wrote), and the shrinking then
+//! keeps that lone read, which says nothing about the real fault. So operations are never
+//! dropped outright: they are *relaxed*, made to look as if they never returned (they may take
+//! effect at any instant after their call, with any output, or not at all). A relaxed operation
+//! can do everything the original could and everything its absence could, so a history that
+//! stays illegal with some operations relaxed was illegal before, and the operations still
+//! exact are illegal on their own (let every relaxed one never take effect). Relaxations
+//! accumulate: each attempt keeps every operation relaxed so far.
 //!
-//! Two passes:
-//! 1. relax runs of consecutive operations (in call order, latest runs first, halving the run
-//!    length from half the partition down to two) and drop each run that keeps the set
-//!    illegal. Each attempt may spend only a few times the steps the verdict took, since
-//!    relaxing many operations at once can make the search exponential; an attempt that gives
-//!    up keeps its run.
-//! 2. relax single operations, latest first, dropping each one that keeps the set illegal,
-//!    and repeat until a whole pass drops none.
+//! Two passes over the exact operations, in call order:
+//! 1. relax runs of consecutive operations (latest runs first, the run length halving from
+//!    half the partition down to two) and keep each relaxation that leaves the history
+//!    illegal;
+//! 2. relax single operations, latest first, keeping each relaxation that leaves the history
+//!    illegal, and repeat until a whole pass keeps none.
 //!
-//! The result is *1-minimal*: relaxing any one of its operations, and so also removing it,
-//! makes it linearizable. A smaller illegal set may exist (two operations are never dropped
-//! together in the last pass).
+//! Proving a history with many relaxed operations illegal can take far longer than the
+//! verdict did, so each attempt has a cap (a multiple of the verdict's steps, with a floor);
+//! an attempt that reaches it is undone and its operations stay exact.
+//!
+//! The operations left exact are the counterexample. They are illegal on their own, and, when
+//! every attempt of the last pass was decided within its cap and the budget, *1-minimal*:
+//! relaxing any one of them too makes the history linearizable, that is, each of
+//! them is needed even when every other operation of the partition may happen at any time
+//! after its call. A smaller illegal set may exist (two operations are never relaxed together
+//! in the last pass). Note that removing one of them may leave the rest illegal for another
+//! reason: without the write a stale read saw, the read alone is illegal too.
 
 use crate::budget::Budget;
 use crate::model::Model;
@@ -36,68 +44,85 @@ pub(crate) struct Shrunk {
 
 /// Steps a run attempt may take beyond a multiple of the verdict's.
 const RUN_ATTEMPT_FLOOR: u64 = 10_000;
+/// Steps a single attempt may take at least.
+const SINGLE_ATTEMPT_FLOOR: u64 = 1_000_000;
 
 struct Shrinker<'a, 'h, M: Model> {
     model: &'a M,
     ops: &'a [Op<'h, M::Input, M::Output>],
     budget: &'a mut Budget,
+    /// Positions still exact, in call order.
+    kept: Vec<usize>,
+    /// Whether each position is relaxed.
+    relaxed: Vec<bool>,
 }
 
 /// What one attempt found.
 enum Attempt {
-    /// Still illegal with the operations relaxed: drop them.
-    Drop,
-    /// Linearizable with them relaxed, or the attempt's cap ran out: keep them.
-    Keep,
+    /// Still illegal with the operations relaxed: they stay relaxed.
+    Illegal,
+    /// Linearizable with them relaxed: undone.
+    Linearizable,
+    /// The attempt's cap ran out: undone, undecided.
+    GaveUp,
     /// The whole budget is spent.
     OutOfBudget,
 }
 
 impl<M: Model> Shrinker<'_, '_, M> {
-    /// Checks the operations at `kept` with those in `kept[relax]` relaxed, within `cap` steps
-    /// when given.
-    fn attempt(&mut self, kept: &[usize], relax: std::ops::Range<usize>, cap: Option<u64>) -> Attempt {
-        let sub: Vec<_> = kept
+    /// Checks the partition with `kept[relax]` relaxed too, within `cap` steps.
+    fn attempt(&mut self, relax: std::ops::Range<usize>, cap: u64) -> Attempt {
+        let trying: Vec<usize> = self.kept[relax].to_vec();
+        let exact = |p: &usize| !self.relaxed[*p] && !trying.contains(p);
+        // Every exact operation has taken effect by the last exact return; an operation
+        // relaxed and called after it can only come after all of them, so it cannot matter.
+        let horizon = self
+            .kept
+            .iter()
+            .filter(|p| exact(p))
+            .map(|&p| self.ops[p].ret.unwrap_or(u64::MAX))
+            .max()
+            .unwrap_or(0);
+        let sub: Vec<_> = self
+            .ops
             .iter()
             .enumerate()
-            .map(|(k, &p)| {
-                let op = self.ops[p];
-                if relax.contains(&k) {
-                    Op {
+            .filter_map(|(p, &op)| {
+                if exact(&p) {
+                    Some(op)
+                } else {
+                    (op.call <= horizon).then_some(Op {
                         ret: None,
                         output: None,
                         ..op
-                    }
-                } else {
-                    op
+                    })
                 }
             })
             .collect();
-        let found = match cap {
-            Some(cap) => self.budget.capped(cap, |b| search(self.model, &sub, b)),
-            None => search(self.model, &sub, self.budget),
-        };
+        let found = self.budget.capped(cap, |b| search(self.model, &sub, b));
         match found {
-            Search::Illegal(_) => Attempt::Drop,
-            Search::Linearizable(_) => Attempt::Keep,
+            Search::Illegal(_) => {
+                for p in trying {
+                    self.relaxed[p] = true;
+                }
+                self.kept.retain(|&p| !self.relaxed[p]);
+                Attempt::Illegal
+            }
+            Search::Linearizable(_) => Attempt::Linearizable,
             Search::Exhausted if self.budget.exhausted() => Attempt::OutOfBudget,
-            Search::Exhausted => Attempt::Keep,
+            Search::Exhausted => Attempt::GaveUp,
         }
     }
 
-    /// Pass 1: drops runs of `len / 2`, `len / 4`, ... down to 2 operations.
-    fn runs(&mut self, kept: &mut Vec<usize>, cap: u64) -> Option<()> {
-        let mut run = kept.len() / 2;
+    /// Pass 1: relaxes runs of `len / 2`, `len / 4`, ... down to 2 operations.
+    fn runs(&mut self, cap: u64) -> Option<()> {
+        let mut run = self.kept.len() / 2;
         while run > 1 {
-            let mut end = kept.len();
+            let mut end = self.kept.len();
             while end > 0 {
                 let start = end.saturating_sub(run);
-                match self.attempt(kept, start..end, Some(cap)) {
-                    Attempt::Drop => {
-                        kept.drain(start..end);
-                    }
-                    Attempt::Keep => {}
-                    Attempt::OutOfBudget => return None,
+                if let Attempt::OutOfBudget = self.attempt(start..end, cap) {
+                    return None;
                 }
                 end = start;
             }
@@ -106,22 +131,22 @@ impl<M: Model> Shrinker<'_, '_, M> {
         Some(())
     }
 
-    /// Pass 2: drops single operations, latest first, until a pass drops none.
-    fn singles(&mut self, kept: &mut Vec<usize>) -> Option<()> {
+    /// Pass 2: relaxes single operations, latest first, until a pass keeps none; `Some(true)`
+    /// when every attempt of that last pass was decided.
+    fn singles(&mut self, cap: u64) -> Option<bool> {
         loop {
-            let mut dropped = false;
-            for i in (0..kept.len()).rev() {
-                match self.attempt(kept, i..i + 1, None) {
-                    Attempt::Drop => {
-                        kept.remove(i);
-                        dropped = true;
-                    }
-                    Attempt::Keep => {}
+            let mut relaxed_any = false;
+            let mut decided = true;
+            for i in (0..self.kept.len()).rev() {
+                match self.attempt(i..i + 1, cap) {
+                    Attempt::Illegal => relaxed_any = true,
+                    Attempt::Linearizable => {}
+                    Attempt::GaveUp => decided = false,
                     Attempt::OutOfBudget => return None,
                 }
             }
-            if !dropped {
-                return Some(());
+            if !relaxed_any {
+                return Some(decided);
             }
         }
     }
@@ -136,15 +161,19 @@ pub(crate) fn shrink<M: Model>(
 ) -> Shrunk {
     let mut kept: Vec<usize> = (0..ops.len()).collect();
     kept.sort_by_key(|&p| (ops[p].call, p));
-    let cap = verdict_steps.saturating_mul(4).saturating_add(RUN_ATTEMPT_FLOOR);
-    let mut shrinker = Shrinker { model, ops, budget };
-    let finished = shrinker
-        .runs(&mut kept, cap)
-        .and_then(|()| shrinker.singles(&mut kept))
-        .is_some();
+    let run_cap = verdict_steps.saturating_mul(4).saturating_add(RUN_ATTEMPT_FLOOR);
+    let single_cap = verdict_steps.saturating_mul(16).max(SINGLE_ATTEMPT_FLOOR);
+    let mut shrinker = Shrinker {
+        model,
+        ops,
+        budget,
+        kept,
+        relaxed: vec![false; ops.len()],
+    };
+    let one_minimal = shrinker.runs(run_cap).and_then(|()| shrinker.singles(single_cap));
     Shrunk {
-        positions: kept,
-        one_minimal: finished,
+        positions: shrinker.kept,
+        one_minimal: one_minimal == Some(true),
     }
 }
 
