@@ -31,14 +31,18 @@ fn with_stale_read(history: &History<KvInput, KvOutput>) -> Option<History<KvInp
     })?;
     let op: &mut Operation<KvInput, KvOutput> = &mut ops[target];
     if let Some(ret) = op.ret.as_mut() {
-        ret.output = KvOutput::Get { value: String::new() };
+        ret.output = KvOutput::Get {
+            value: String::new(),
+        };
     }
     History::new(ops).ok()
 }
 
 fn main() -> ExitCode {
     let workload = KvWorkload::default();
-    let histories: Vec<_> = (0..HISTORIES).map(|seed| kv_history(&workload, seed)).collect();
+    let histories: Vec<_> = (0..HISTORIES)
+        .map(|seed| kv_history(&workload, seed))
+        .collect();
     let options = CheckOptions::default();
     let mut wrong = 0;
 
@@ -87,7 +91,11 @@ fn main() -> ExitCode {
     );
 
     if wrong > 0 || legal > BUDGET {
-        eprintln!("{wrong} wrong verdicts; {:.1} s against a budget of {} s", legal.as_secs_f64(), BUDGET.as_secs());
+        eprintln!(
+            "{wrong} wrong verdicts; {:.1} s against a budget of {} s",
+            legal.as_secs_f64(),
+            BUDGET.as_secs()
+        );
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -36,7 +36,10 @@ fn expected(name: &str) -> Option<Verdict> {
             Verdict::Illegal
         }
     };
-    if let Some(number) = name.strip_prefix("etcd_").and_then(|n| n.strip_suffix(".log")) {
+    if let Some(number) = name
+        .strip_prefix("etcd_")
+        .and_then(|n| n.strip_suffix(".log"))
+    {
         let number: u32 = number.parse().ok()?;
         return (number != ETCD_UNASSERTED).then(|| verdict(ETCD_LINEARIZABLE.contains(&number)));
     }
@@ -84,7 +87,9 @@ fn args() -> Result<Args, String> {
                         .ok_or("--max-steps takes a number")?,
                 );
             }
-            _ if checkout.is_none() && !arg.starts_with("--") => checkout = Some(PathBuf::from(arg)),
+            _ if checkout.is_none() && !arg.starts_with("--") => {
+                checkout = Some(PathBuf::from(arg))
+            }
             _ => return Err(format!("unexpected argument {arg:?}")),
         }
     }
@@ -123,7 +128,13 @@ struct Totals {
 }
 
 /// Checks one history, prints its line and adds it to `totals`.
-fn run<M: Model>(model: &M, name: &str, history: &History<M::Input, M::Output>, args: &Args, totals: &mut Totals) {
+fn run<M: Model>(
+    model: &M,
+    name: &str,
+    history: &History<M::Input, M::Output>,
+    args: &Args,
+    totals: &mut Totals,
+) {
     let quick = CheckOptions {
         minimize: false,
         max_steps: args.max_steps,
@@ -149,7 +160,11 @@ fn run<M: Model>(model: &M, name: &str, history: &History<M::Input, M::Output>, 
         let took = start.elapsed();
         totals.minimize += took;
         if let Some(c) = result.counterexample {
-            let minimal = if c.one_minimal { "1-minimal" } else { "not minimal" };
+            let minimal = if c.one_minimal {
+                "1-minimal"
+            } else {
+                "not minimal"
+            };
             shrunk = format!(
                 "  counterexample {} ops ({minimal}) in {:.1} ms",
                 c.operations.len(),
@@ -167,7 +182,11 @@ fn run<M: Model>(model: &M, name: &str, history: &History<M::Input, M::Output>, 
         totals.disagreements += 1;
     }
     let expect = expect.map_or("none".to_string(), |v| format!("{v:?}"));
-    let mark = if agrees || expect == "none" { "" } else { "  <-- DISAGREES" };
+    let mark = if agrees || expect == "none" {
+        ""
+    } else {
+        "  <-- DISAGREES"
+    };
     println!(
         "{name:<16} {:>5} ops  {:<12} expected {:<12} {:>9.3} ms {steps:>10} steps{shrunk}{mark}",
         history.len(),
@@ -195,7 +214,10 @@ fn main() -> ExitCode {
         let paths = match files(&data.join(dir), prefix, suffix) {
             Ok(paths) if !paths.is_empty() => paths,
             Ok(_) => {
-                eprintln!("no {prefix}*{suffix} files under {}", data.join(dir).display());
+                eprintln!(
+                    "no {prefix}*{suffix} files under {}",
+                    data.join(dir).display()
+                );
                 failed = true;
                 continue;
             }
@@ -207,7 +229,11 @@ fn main() -> ExitCode {
         };
         let mut totals = Totals::default();
         for path in paths {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_string();
             if args.only.as_ref().is_some_and(|only| *only != name) {
                 continue;
             }
@@ -241,5 +267,9 @@ fn main() -> ExitCode {
     for line in summary {
         println!("{line}");
     }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -49,14 +49,19 @@ impl Bitset {
 
     /// Whether every member of `self` is in `other` (both over the same positions).
     fn is_subset(&self, other: &Bitset) -> bool {
-        self.words.iter().zip(&other.words).all(|(a, b)| a & !b == 0)
+        self.words
+            .iter()
+            .zip(&other.words)
+            .all(|(a, b)| a & !b == 0)
     }
 }
 
 /// The fixed random word of position `i` (SplitMix64 of `i`), XOR-ed into a set's hash when
 /// `i` joins or leaves it.
 pub(crate) fn zobrist(i: usize) -> u64 {
-    let mut z = (i as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut z = (i as u64)
+        .wrapping_add(1)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -68,7 +73,7 @@ struct StateHasher(u64);
 
 impl StateHasher {
     fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
@@ -160,7 +165,10 @@ impl<S: Eq + Clone> Cache<S> {
     /// a subset of its never-returned set was already there.
     pub(crate) fn insert(&mut self, key: u64, done: &Bitset, state: &S, optional: &Bitset) -> bool {
         let bucket = self.buckets.entry(key).or_default();
-        match bucket.iter_mut().find(|e| e.done == *done && e.state == *state) {
+        match bucket
+            .iter_mut()
+            .find(|e| e.done == *done && e.state == *state)
+        {
             Some(entry) => {
                 if entry.optional.iter().any(|seen| seen.is_subset(optional)) {
                     return false;

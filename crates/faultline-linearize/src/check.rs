@@ -91,6 +91,11 @@ pub struct Counterexample<K> {
     pub key: K,
     /// Its operations, as history indices in call order. Alone they are not linearizable.
     pub operations: Vec<usize>,
+    /// The partition's operations that never returned and were called before the last of
+    /// `operations` returned, as history indices in call order: each may have taken effect
+    /// inside the counterexample (a read in it may have seen one). The counterexample is not
+    /// linearizable with them either, but they are never needed to make it so.
+    pub pending: Vec<usize>,
     /// Whether it is 1-minimal: relaxing any one of its operations to "never returned", and
     /// so also removing it, makes it linearizable. `false` when minimization was off or ran
     /// out of budget.
@@ -148,7 +153,10 @@ pub fn check<M: Model>(
     let mut budget = Budget::new(options.max_steps, deadline);
     let mut groups: BTreeMap<M::Key, Vec<usize>> = BTreeMap::new();
     for (i, op) in history.operations().iter().enumerate() {
-        groups.entry(model.partition(&op.input)).or_default().push(i);
+        groups
+            .entry(model.partition(&op.input))
+            .or_default()
+            .push(i);
     }
     let groups: Vec<(M::Key, Vec<usize>)> = groups.into_iter().collect();
     let mut outcomes = vec![PartitionOutcome::Unknown; groups.len()];
@@ -204,15 +212,31 @@ pub fn check<M: Model>(
             all.sort_by_key(|&i| (history.operations()[i].call, i));
             (all, false)
         };
+        let all = history.operations();
+        let horizon = operations
+            .iter()
+            .map(|&i| all[i].return_time().unwrap_or(u64::MAX))
+            .max()
+            .unwrap_or(0);
+        let mut pending: Vec<usize> = indices
+            .iter()
+            .copied()
+            .filter(|i| all[*i].ret.is_none() && all[*i].call <= horizon && !operations.contains(i))
+            .collect();
+        pending.sort_by_key(|&i| (all[i].call, i));
         Counterexample {
             key: key.clone(),
             operations,
+            pending,
             one_minimal,
         }
     });
     let verdict = if counterexample.is_some() {
         Verdict::Illegal
-    } else if outcomes.iter().all(|o| matches!(o, PartitionOutcome::Linearizable { .. })) {
+    } else if outcomes
+        .iter()
+        .all(|o| matches!(o, PartitionOutcome::Linearizable { .. }))
+    {
         Verdict::Linearizable
     } else {
         Verdict::Unknown
@@ -240,7 +264,11 @@ pub fn check<M: Model>(
 /// One line per operation at `indices` (history order kept): index, client, interval and the
 /// model's description, e.g. `#12 client 3 [120, 140] put("x", "1") -> ok`. A pending
 /// operation's interval reads `[120, ...)`.
-pub fn describe<M: Model>(model: &M, history: &History<M::Input, M::Output>, indices: &[usize]) -> String {
+pub fn describe<M: Model>(
+    model: &M,
+    history: &History<M::Input, M::Output>,
+    indices: &[usize],
+) -> String {
     let mut out = String::new();
     for &i in indices {
         let Some(op) = history.operations().get(i) else {

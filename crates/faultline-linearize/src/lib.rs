@@ -30,7 +30,14 @@
 //!   hashing the state.
 //! - **Operations that never returned** have a call and no return: nothing forces them to
 //!   take effect, so the search may linearize them anywhere after their call or leave them
-//!   out, and the model sees no output for them.
+//!   out, and the model sees no output for them. Three rules keep them cheap, each sound
+//!   because such an operation is optional: at each configuration the search tries them only
+//!   after the completed operations; a configuration is cut when one with the same completed
+//!   operations and state was reached with a subset of the never-returned ones (it had every
+//!   option this one has); and of several never-returned operations with equal inputs, once
+//!   called, only the earliest not yet linearized is tried, since any of them can stand for
+//!   another. On Jepsen's etcd histories, whose timed-out writes never return, this is what
+//!   makes the hard ones fast.
 //!
 //! The problem is NP-complete, so the search is exponential in the worst case. [`CheckOptions`]
 //! bounds it by a step count and a wall-clock timeout; when either runs out the verdict is
@@ -43,18 +50,25 @@
 //! linearizable if and only if each key's sub-history is (linearizability is *local*, in
 //! Herlihy and Wing's words). Each partition is searched on its own, from the model's initial
 //! state, which turns one search exponential in all the concurrency into several exponential
-//! only in each key's.
+//! only in each key's. The partitions take turns of a few thousand steps, so one slow key does
+//! not delay finding another key illegal, and the check stops at the first illegal one.
 //!
 //! # Counterexamples
 //!
 //! When a partition has no linearization the check shrinks it to a small sub-history that
-//! alone has none ([`Counterexample`]). Dropping operations can change *why* a history is
-//! illegal (drop the write a stale read saw, and the read now sees a value nothing wrote), so
-//! an operation is dropped only if the set stays illegal with that operation *relaxed* to one
-//! that never returned, which can do anything the original or its absence could. The result
-//! is **1-minimal**: relaxing any single one of its operations, and so also removing it, makes
-//! it linearizable. It is not necessarily the smallest illegal subset. The partition's
-//! `longest_prefix` (the deepest partial linearization the search built) is reported too.
+//! alone has none ([`Counterexample`]). Dropping operations outright can change *why* a
+//! history is illegal (drop the write a stale read saw, and the read now sees a value nothing
+//! wrote), so operations are instead *relaxed*, one run or one operation at a time and
+//! cumulatively, into operations that never returned, which can do anything the original or
+//! its absence could; a relaxation is kept when the partition stays illegal. The operations
+//! left exact are the counterexample: illegal on their own, and **1-minimal** when every
+//! attempt finished within its budget: relaxing any single one of them as well makes the
+//! partition linearizable, so each is needed even when every other operation may take effect
+//! at any instant after its call, or never. It is not necessarily the smallest illegal subset,
+//! and removing one of its operations may leave the rest illegal for another reason (the
+//! stale read without the write it saw). The counterexample also names the never-returned
+//! operations that may have taken effect inside it, and the partition report the deepest
+//! partial linearization the search built.
 //!
 //! # Histories on disk
 //!

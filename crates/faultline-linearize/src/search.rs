@@ -185,7 +185,11 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
         let slot = ops
             .iter()
             .map(|op| {
-                let counter = if op.ret.is_some() { &mut completed } else { &mut pending };
+                let counter = if op.ret.is_some() {
+                    &mut completed
+                } else {
+                    &mut pending
+                };
                 *counter += 1;
                 *counter - 1
             })
@@ -258,7 +262,8 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
             if entry != NIL && self.list.is_call[entry as usize] {
                 let i = self.list.op[entry as usize] as usize;
                 let op = self.ops[i];
-                let waits_for_twin = self.twin[i].is_some_and(|t| !self.optional.contains(self.slot[t]));
+                let waits_for_twin =
+                    self.twin[i].is_some_and(|t| !self.optional.contains(self.slot[t]));
                 if op.ret.is_none() != self.optional_turn || waits_for_twin {
                     self.entry = self.list.next[entry as usize];
                     continue;
@@ -321,7 +326,12 @@ mod tests {
     use super::*;
     use crate::models::{RegisterInput as In, RegisterModel, RegisterOutput as Out};
 
-    fn op<'h>(call: u64, ret: Option<u64>, input: &'h In, output: Option<&'h Out>) -> Op<'h, In, Out> {
+    fn op<'h>(
+        call: u64,
+        ret: Option<u64>,
+        input: &'h In,
+        output: Option<&'h Out>,
+    ) -> Op<'h, In, Out> {
         Op {
             call,
             ret,
@@ -338,7 +348,10 @@ mod tests {
     fn a_read_concurrent_with_its_write_is_ordered_after_it() {
         let (w, r) = (In::Write { value: 1 }, In::Read);
         let read1 = Out::Read { value: Some(1) };
-        let ops = [op(0, Some(10), &r, Some(&read1)), op(5, Some(6), &w, Some(&Out::Write))];
+        let ops = [
+            op(0, Some(10), &r, Some(&read1)),
+            op(5, Some(6), &w, Some(&Out::Write)),
+        ];
         assert_eq!(run(&ops), Search::Linearizable(vec![1, 0]));
     }
 
@@ -346,7 +359,10 @@ mod tests {
     fn a_read_that_returns_before_the_write_is_called_is_illegal() {
         let (w, r) = (In::Write { value: 1 }, In::Read);
         let read1 = Out::Read { value: Some(1) };
-        let ops = [op(0, Some(4), &r, Some(&read1)), op(5, Some(6), &w, Some(&Out::Write))];
+        let ops = [
+            op(0, Some(4), &r, Some(&read1)),
+            op(5, Some(6), &w, Some(&Out::Write)),
+        ];
         assert_eq!(run(&ops), Search::Illegal(vec![]));
     }
 
@@ -354,7 +370,10 @@ mod tests {
     fn touching_intervals_are_concurrent() {
         let (w, r) = (In::Write { value: 1 }, In::Read);
         let read1 = Out::Read { value: Some(1) };
-        let ops = [op(0, Some(5), &r, Some(&read1)), op(5, Some(6), &w, Some(&Out::Write))];
+        let ops = [
+            op(0, Some(5), &r, Some(&read1)),
+            op(5, Some(6), &w, Some(&Out::Write)),
+        ];
         assert!(matches!(run(&ops), Search::Linearizable(_)));
     }
 
@@ -384,14 +403,20 @@ mod tests {
     fn a_spent_budget_is_exhausted_not_illegal() {
         let (w, r) = (In::Write { value: 1 }, In::Read);
         let read1 = Out::Read { value: Some(1) };
-        let ops = [op(0, Some(10), &r, Some(&read1)), op(5, Some(6), &w, Some(&Out::Write))];
+        let ops = [
+            op(0, Some(10), &r, Some(&read1)),
+            op(5, Some(6), &w, Some(&Out::Write)),
+        ];
         let mut budget = Budget::new(Some(1), None);
         assert_eq!(search(&RegisterModel, &ops, &mut budget), Search::Exhausted);
     }
 
     #[test]
     fn a_search_resumed_step_by_step_finds_what_one_run_finds() {
-        let inputs: Vec<In> = (1..=5).map(|v| In::Write { value: v }).chain([In::Read]).collect();
+        let inputs: Vec<In> = (1..=5)
+            .map(|v| In::Write { value: v })
+            .chain([In::Read])
+            .collect();
         let read = Out::Read { value: Some(3) };
         let ops: Vec<_> = inputs
             .iter()

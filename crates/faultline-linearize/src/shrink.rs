@@ -45,7 +45,7 @@ pub(crate) struct Shrunk {
 /// Steps a run attempt may take beyond a multiple of the verdict's.
 const RUN_ATTEMPT_FLOOR: u64 = 10_000;
 /// Steps a single attempt may take at least.
-const SINGLE_ATTEMPT_FLOOR: u64 = 1_000_000;
+const SINGLE_ATTEMPT_FLOOR: u64 = 250_000;
 
 struct Shrinker<'a, 'h, M: Model> {
     model: &'a M,
@@ -161,7 +161,9 @@ pub(crate) fn shrink<M: Model>(
 ) -> Shrunk {
     let mut kept: Vec<usize> = (0..ops.len()).collect();
     kept.sort_by_key(|&p| (ops[p].call, p));
-    let run_cap = verdict_steps.saturating_mul(4).saturating_add(RUN_ATTEMPT_FLOOR);
+    let run_cap = verdict_steps
+        .saturating_mul(4)
+        .saturating_add(RUN_ATTEMPT_FLOOR);
     let single_cap = verdict_steps.saturating_mul(16).max(SINGLE_ATTEMPT_FLOOR);
     let mut shrinker = Shrinker {
         model,
@@ -170,7 +172,9 @@ pub(crate) fn shrink<M: Model>(
         kept,
         relaxed: vec![false; ops.len()],
     };
-    let one_minimal = shrinker.runs(run_cap).and_then(|()| shrinker.singles(single_cap));
+    let one_minimal = shrinker
+        .runs(run_cap)
+        .and_then(|()| shrinker.singles(single_cap));
     Shrunk {
         positions: shrinker.kept,
         one_minimal: one_minimal == Some(true),
@@ -197,7 +201,10 @@ mod tests {
     }
 
     fn inputs() -> Vec<In> {
-        (1..=6).map(|v| In::Write { value: v }).chain([In::Read]).collect()
+        (1..=6)
+            .map(|v| In::Write { value: v })
+            .chain([In::Read])
+            .collect()
     }
 
     #[test]
