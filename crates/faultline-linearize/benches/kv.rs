@@ -72,22 +72,28 @@ fn main() -> ExitCode {
     let mutated: Vec<_> = histories.iter().filter_map(with_stale_read).collect();
     let start = Instant::now();
     let mut sizes = Vec::new();
+    let mut minimal = 0;
     for h in &mutated {
         let result = check(&KvModel, h, &options);
         match (result.verdict, result.counterexample) {
-            (Verdict::Illegal, Some(c)) => sizes.push(c.operations.len()),
+            (Verdict::Illegal, Some(c)) => {
+                sizes.push(c.operations.len() + c.context.len());
+                minimal += usize::from(c.one_minimal);
+            }
             (verdict, _) => {
                 eprintln!("a stale read was judged {verdict:?}");
                 wrong += 1;
             }
         }
     }
+    sizes.sort_unstable();
     println!(
-        "{} histories with a stale read: {:.3} s total with minimization, counterexamples of {}..={} operations",
+        "{} histories with a stale read: {:.3} s total with minimization; counterexamples with their context of {}..={} operations (median {}), {minimal} 1-minimal",
         mutated.len(),
         start.elapsed().as_secs_f64(),
-        sizes.iter().min().unwrap_or(&0),
-        sizes.iter().max().unwrap_or(&0)
+        sizes.first().unwrap_or(&0),
+        sizes.last().unwrap_or(&0),
+        sizes.get(sizes.len() / 2).unwrap_or(&0),
     );
 
     if wrong > 0 || legal > BUDGET {

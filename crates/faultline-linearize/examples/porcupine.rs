@@ -166,13 +166,20 @@ fn run<M: Model>(
                 "not minimal"
             };
             shrunk = format!(
-                "  counterexample {} ops ({minimal}) in {:.1} ms",
+                "  counterexample {} ops + {} context ({minimal}) in {:.1} ms",
                 c.operations.len(),
+                c.context.len(),
                 took.as_secs_f64() * 1e3
             );
             if args.show {
                 shrunk.push('\n');
                 shrunk.push_str(&describe(model, history, &c.operations));
+                if !c.context.is_empty() {
+                    shrunk.push_str(
+                        "  context (each may have taken effect in its interval, or not at all):\n",
+                    );
+                    shrunk.push_str(&describe(model, history, &c.context));
+                }
             }
         }
     }

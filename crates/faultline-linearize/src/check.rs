@@ -89,16 +89,19 @@ pub struct PartitionReport<K> {
 pub struct Counterexample<K> {
     /// The partition it comes from.
     pub key: K,
-    /// Its operations, as history indices in call order. Alone they are not linearizable.
+    /// Its operations, as history indices in call order. Alone they are not linearizable,
+    /// nor with the context.
     pub operations: Vec<usize>,
-    /// The partition's operations that never returned and were called before the last of
-    /// `operations` returned, as history indices in call order: each may have taken effect
-    /// inside the counterexample (a read in it may have seen one). The counterexample is not
-    /// linearizable with them either, but they are never needed to make it so.
-    pub pending: Vec<usize>,
-    /// Whether it is 1-minimal: relaxing any one of its operations to "never returned", and
-    /// so also removing it, makes it linearizable. `false` when minimization was off or ran
-    /// out of budget.
+    /// Operations of the partition that explain why each of `operations` is needed, as
+    /// history indices in call order, read as *relaxed*: each may have taken effect at some
+    /// instant of its interval (after its call, for one that never returned) with any output,
+    /// or not at all. Typically the write a stale read saw, or a never-returned write a read
+    /// saw. Without one of them some operation of the counterexample would be illegal for
+    /// another reason.
+    pub context: Vec<usize>,
+    /// Whether it is 1-minimal: relaxing any one of its operations too makes it, with the
+    /// context, linearizable. `false` when minimization was off or an attempt ran out of
+    /// budget.
     pub one_minimal: bool,
 }
 
@@ -130,6 +133,7 @@ fn ops_of<'h, M: Model>(
             ret: all[i].return_time(),
             input: &all[i].input,
             output: all[i].output(),
+            may_skip: all[i].ret.is_none(),
         })
         .collect()
 }
@@ -201,34 +205,27 @@ pub fn check<M: Model>(
     let mut minimize_steps = 0;
     let counterexample = illegal.map(|k| {
         let (key, indices) = &groups[k];
-        let (operations, one_minimal) = if options.minimize {
-            let ops = ops_of::<M>(history, indices);
-            let mut shrink_budget = Budget::new(options.minimize_max_steps, deadline);
-            let shrunk = shrink(model, &ops, steps[k], &mut shrink_budget);
-            minimize_steps = shrink_budget.steps();
-            (to_history(k, shrunk.positions), shrunk.one_minimal)
-        } else {
-            let mut all = indices.clone();
-            all.sort_by_key(|&i| (history.operations()[i].call, i));
-            (all, false)
+        let by_call = |mut positions: Vec<usize>| {
+            positions.sort_by_key(|&p| (history.operations()[indices[p]].call, p));
+            to_history(k, positions)
         };
-        let all = history.operations();
-        let horizon = operations
-            .iter()
-            .map(|&i| all[i].return_time().unwrap_or(u64::MAX))
-            .max()
-            .unwrap_or(0);
-        let mut pending: Vec<usize> = indices
-            .iter()
-            .copied()
-            .filter(|i| all[*i].ret.is_none() && all[*i].call <= horizon && !operations.contains(i))
-            .collect();
-        pending.sort_by_key(|&i| (all[i].call, i));
+        if !options.minimize {
+            return Counterexample {
+                key: key.clone(),
+                operations: by_call((0..indices.len()).collect()),
+                context: Vec::new(),
+                one_minimal: false,
+            };
+        }
+        let ops = ops_of::<M>(history, indices);
+        let mut shrink_budget = Budget::new(options.minimize_max_steps, deadline);
+        let shrunk = shrink(model, &ops, steps[k], &mut shrink_budget);
+        minimize_steps = shrink_budget.steps();
         Counterexample {
             key: key.clone(),
-            operations,
-            pending,
-            one_minimal,
+            operations: by_call(shrunk.positions),
+            context: by_call(shrunk.context),
+            one_minimal: shrunk.one_minimal,
         }
     });
     let verdict = if counterexample.is_some() {

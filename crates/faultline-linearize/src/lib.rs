@@ -58,17 +58,15 @@
 //! When a partition has no linearization the check shrinks it to a small sub-history that
 //! alone has none ([`Counterexample`]). Dropping operations outright can change *why* a
 //! history is illegal (drop the write a stale read saw, and the read now sees a value nothing
-//! wrote), so operations are instead *relaxed*, one run or one operation at a time and
-//! cumulatively, into operations that never returned, which can do anything the original or
-//! its absence could; a relaxation is kept when the partition stays illegal. The operations
-//! left exact are the counterexample: illegal on their own, and **1-minimal** when every
-//! attempt finished within its budget: relaxing any single one of them as well makes the
-//! partition linearizable, so each is needed even when every other operation may take effect
-//! at any instant after its call, or never. It is not necessarily the smallest illegal subset,
-//! and removing one of its operations may leave the rest illegal for another reason (the
-//! stale read without the write it saw). The counterexample also names the never-returned
-//! operations that may have taken effect inside it, and the partition report the deepest
-//! partial linearization the search built.
+//! wrote), so operations are instead *relaxed*, a run or one operation at a time and
+//! cumulatively: a relaxed operation may take effect at some instant of its interval with any
+//! output, or not at all, so it can do anything the original or its absence could, and a
+//! relaxation is kept when the partition stays illegal. The operations left exact are the
+//! counterexample, illegal on their own. It is **1-minimal** when relaxing any single one of
+//! them as well makes it linearizable (every attempt finished within its budget). The
+//! relaxed operations still needed for that are its *context*: the write a stale read saw,
+//! the never-returned write a read saw. It is not necessarily the smallest illegal subset. The
+//! partition report also gives the deepest partial linearization the search built.
 //!
 //! # Histories on disk
 //!

@@ -11,6 +11,10 @@
 //! means no order exists. The partition is linearizable once every completed operation is
 //! lifted: an operation that never returned has no return event, so it may be linearized
 //! anywhere after its call or left out.
+//!
+//! Shrinking a counterexample also uses completed operations that may be *skipped*: they must
+//! be settled before their return like any other, either by taking effect (with any output)
+//! or by being lifted without effect.
 
 use std::collections::HashMap;
 
@@ -29,6 +33,8 @@ pub(crate) struct Op<'h, I, O> {
     pub(crate) ret: Option<u64>,
     pub(crate) input: &'h I,
     pub(crate) output: Option<&'h O>,
+    /// For a completed operation: it may also have had no effect at all.
+    pub(crate) may_skip: bool,
 }
 
 // Hand-written: every field is a copy or a shared reference whatever `I` and `O` are.
@@ -137,10 +143,12 @@ impl Events {
     }
 }
 
-/// One linearized operation on the stack: its call node and the state before it.
+/// One linearized operation on the stack: its call node, the state before it, and whether it
+/// was lifted without effect.
 struct Frame<S> {
     call: u32,
     before: S,
+    skipped: bool,
 }
 
 /// A search over one partition that can stop when its budget refuses a step and go on later
@@ -174,6 +182,9 @@ pub(crate) struct Searcher<'m, 'h, M: Model> {
     /// configurations reached with fewer optional operations come first and make the later
     /// ones with more redundant in the cache.
     optional_turn: bool,
+    /// Whether the operation at `entry`, which may be skipped and has been tried with its
+    /// effect, is now to be tried without.
+    skip_turn: bool,
 }
 
 impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
@@ -221,6 +232,7 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
             state,
             entry,
             optional_turn: false,
+            skip_turn: false,
         }
     }
 
@@ -241,9 +253,11 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
         hash
     }
 
+    /// The operations that took effect on the stack, in order.
     fn order(&self) -> Vec<usize> {
         self.stack
             .iter()
+            .filter(|f| !f.skipped)
             .map(|f| self.list.op[f.call as usize] as usize)
             .collect()
     }
@@ -268,13 +282,20 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
                     self.entry = self.list.next[entry as usize];
                     continue;
                 }
-                if let Some(next) = self.model.step(&self.state, op.input, op.output) {
+                let skipped = self.skip_turn;
+                let next = if skipped {
+                    Some(self.state.clone())
+                } else {
+                    self.model.step(&self.state, op.input, op.output)
+                };
+                if let Some(next) = next {
                     let set_hash = self.toggle(i, true);
                     let key = set_hash ^ state_hash(&next);
                     if self.cache.insert(key, &self.done, &next, &self.optional) {
                         self.stack.push(Frame {
                             call: entry,
                             before: std::mem::replace(&mut self.state, next),
+                            skipped,
                         });
                         self.set_hash = set_hash;
                         self.list.lift(entry);
@@ -283,11 +304,17 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
                         }
                         self.entry = self.list.next[HEAD as usize];
                         self.optional_turn = false;
+                        self.skip_turn = false;
                         continue;
                     }
                     self.toggle(i, false);
                 }
-                self.entry = self.list.next[entry as usize];
+                if op.may_skip && op.ret.is_some() && !skipped {
+                    self.skip_turn = true;
+                } else {
+                    self.skip_turn = false;
+                    self.entry = self.list.next[entry as usize];
+                }
             } else if !self.optional_turn && self.optional.len() > 0 {
                 self.optional_turn = true;
                 self.entry = self.list.next[HEAD as usize];
@@ -299,14 +326,21 @@ impl<'m, 'h, M: Model> Searcher<'m, 'h, M> {
                     return Search::Illegal(std::mem::take(&mut self.longest));
                 };
                 let i = self.list.op[frame.call as usize] as usize;
+                let op = self.ops[i];
                 self.state = frame.before;
                 self.set_hash = self.toggle(i, false);
                 self.list.unlift(frame.call);
-                if self.ops[i].ret.is_some() {
+                if op.ret.is_some() {
                     self.open += 1;
                 }
-                self.optional_turn = self.ops[i].ret.is_none();
-                self.entry = self.list.next[frame.call as usize];
+                self.optional_turn = op.ret.is_none();
+                if op.may_skip && op.ret.is_some() && !frame.skipped {
+                    self.skip_turn = true;
+                    self.entry = frame.call;
+                } else {
+                    self.skip_turn = false;
+                    self.entry = self.list.next[frame.call as usize];
+                }
             }
         }
     }
@@ -337,6 +371,7 @@ mod tests {
             ret,
             input,
             output,
+            may_skip: ret.is_none(),
         }
     }
 
@@ -409,6 +444,26 @@ mod tests {
         ];
         let mut budget = Budget::new(Some(1), None);
         assert_eq!(search(&RegisterModel, &ops, &mut budget), Search::Exhausted);
+    }
+
+    #[test]
+    fn a_completed_operation_that_may_be_skipped_takes_effect_in_its_interval_or_not_at_all() {
+        let (w1, w2, r) = (In::Write { value: 1 }, In::Write { value: 2 }, In::Read);
+        let (read1, read2) = (Out::Read { value: Some(1) }, Out::Read { value: Some(2) });
+        let skippable = |call, ret, input| Op {
+            may_skip: true,
+            ..op(call, Some(ret), input, None)
+        };
+        // write(1) then write(2), both skippable, then a read of 1: write(2) is skipped.
+        let ops = [
+            skippable(0, 1, &w1),
+            skippable(2, 3, &w2),
+            op(4, Some(5), &r, Some(&read1)),
+        ];
+        assert_eq!(run(&ops), Search::Linearizable(vec![0, 2]));
+        // A skippable write cannot move past its return: a read of 2 before it is illegal.
+        let ops = [op(0, Some(1), &r, Some(&read2)), skippable(2, 3, &w2)];
+        assert!(matches!(run(&ops), Search::Illegal(_)));
     }
 
     #[test]

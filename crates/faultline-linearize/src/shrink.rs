@@ -1,44 +1,45 @@
 //! Shrinking an illegal partition to a small illegal sub-history.
 //!
-//! Dropping operations outright is not monotone: drop the write a stale read saw and the read
-//! becomes illegal for a new reason (it saw a value nothing wrote), and the shrinking then
-//! keeps that lone read, which says nothing about the real fault. So operations are never
-//! dropped outright: they are *relaxed*, made to look as if they never returned (they may take
-//! effect at any instant after their call, with any output, or not at all). A relaxed operation
-//! can do everything the original could and everything its absence could, so a history that
-//! stays illegal with some operations relaxed was illegal before, and the operations still
-//! exact are illegal on their own (let every relaxed one never take effect). Relaxations
-//! accumulate: each attempt keeps every operation relaxed so far.
+//! Operations are never dropped outright: dropping the write a stale read saw makes the read
+//! illegal for another reason (it saw a value nothing wrote), and shrinking would then end on
+//! that lone read, which says nothing about the fault. Instead operations are *relaxed*: a
+//! relaxed operation may take effect at some instant of its interval with any output, or not
+//! at all (one that never returned stays as it is). It can do everything the original could
+//! and everything its absence could, so a partition that stays illegal with some operations
+//! relaxed was illegal before, and the operations left exact are illegal on their own (let
+//! every relaxed one be skipped). Relaxations accumulate: each attempt keeps every operation
+//! relaxed so far.
 //!
-//! Two passes over the exact operations, in call order:
-//! 1. relax runs of consecutive operations (latest runs first, the run length halving from
-//!    half the partition down to two) and keep each relaxation that leaves the history
-//!    illegal;
-//! 2. relax single operations, latest first, keeping each relaxation that leaves the history
-//!    illegal, and repeat until a whole pass keeps none.
+//! Three passes, the operations in call order:
+//! 1. relax runs of consecutive operations, latest runs first, the run length halving from
+//!    half the partition down to two, keeping each relaxation that leaves it illegal;
+//! 2. relax single operations, latest first, keeping each relaxation that leaves it illegal,
+//!    and repeat until a whole pass keeps none. The operations left exact are the
+//!    counterexample; each one that the last pass showed needed (relaxing it too makes the
+//!    partition linearizable) is *necessary*, and the counterexample is *1-minimal* when all
+//!    are;
+//! 3. find the *context*: drop relaxed operations, latest first, as long as every necessary
+//!    operation stays necessary without them. What remains explains why the exact ones are
+//!    needed (the write a stale read saw, the never-returned write a read saw); without it an
+//!    exact operation could be illegal for another reason.
 //!
-//! Proving a history with many relaxed operations illegal can take far longer than the
-//! verdict did, so each attempt has a cap (a multiple of the verdict's steps, with a floor);
-//! an attempt that reaches it is undone and its operations stay exact.
-//!
-//! The operations left exact are the counterexample. They are illegal on their own, and, when
-//! every attempt of the last pass was decided within its cap and the budget, *1-minimal*:
-//! relaxing any one of them too makes the history linearizable, that is, each of
-//! them is needed even when every other operation of the partition may happen at any time
-//! after its call. A smaller illegal set may exist (two operations are never relaxed together
-//! in the last pass). Note that removing one of them may leave the rest illegal for another
-//! reason: without the write a stale read saw, the read alone is illegal too.
+//! Every attempt has a cap on its steps (the search with relaxed operations can take longer
+//! than the verdict did); an attempt that reaches it is undone, which only leaves the result
+//! larger. A smaller illegal set may exist: two operations are never relaxed together in the
+//! last pass.
 
 use crate::budget::Budget;
 use crate::model::Model;
 use crate::search::{Op, Search, search};
 
-/// An illegal subset of a partition, in positions of the partition's slice.
+/// An illegal subset of a partition with its context, in positions of the partition's slice.
 pub(crate) struct Shrunk {
-    /// Positions in call order.
+    /// The operations left exact, in call order.
     pub(crate) positions: Vec<usize>,
-    /// Whether the last pass finished, which makes the set 1-minimal; `false` when the budget
-    /// ran out first (the set is still illegal).
+    /// Relaxed operations without which some exact one would no longer be needed, in call
+    /// order.
+    pub(crate) context: Vec<usize>,
+    /// Whether the last pass decided every attempt and found every exact operation necessary.
     pub(crate) one_minimal: bool,
 }
 
@@ -51,79 +52,90 @@ struct Shrinker<'a, 'h, M: Model> {
     model: &'a M,
     ops: &'a [Op<'h, M::Input, M::Output>],
     budget: &'a mut Budget,
-    /// Positions still exact, in call order.
-    kept: Vec<usize>,
-    /// Whether each position is relaxed.
+    /// Whether each position is relaxed; the others are exact.
     relaxed: Vec<bool>,
+    /// Whether each position is left out (only relaxed ones are, in the context pass).
+    dropped: Vec<bool>,
+    /// Positions in call order.
+    by_call: Vec<usize>,
 }
 
-/// What one attempt found.
-enum Attempt {
-    /// Still illegal with the operations relaxed: they stay relaxed.
+/// What one search found.
+#[derive(PartialEq, Eq)]
+enum Found {
     Illegal,
-    /// Linearizable with them relaxed: undone.
     Linearizable,
-    /// The attempt's cap ran out: undone, undecided.
+    /// The attempt's cap ran out.
     GaveUp,
     /// The whole budget is spent.
     OutOfBudget,
 }
 
 impl<M: Model> Shrinker<'_, '_, M> {
-    /// Checks the partition with `kept[relax]` relaxed too, within `cap` steps.
-    fn attempt(&mut self, relax: std::ops::Range<usize>, cap: u64) -> Attempt {
-        let trying: Vec<usize> = self.kept[relax].to_vec();
-        let exact = |p: &usize| !self.relaxed[*p] && !trying.contains(p);
-        // Every exact operation has taken effect by the last exact return; an operation
-        // relaxed and called after it can only come after all of them, so it cannot matter.
-        let horizon = self
-            .kept
+    fn exact(&self) -> Vec<usize> {
+        self.by_call
             .iter()
-            .filter(|p| exact(p))
-            .map(|&p| self.ops[p].ret.unwrap_or(u64::MAX))
+            .copied()
+            .filter(|&p| !self.relaxed[p])
+            .collect()
+    }
+
+    /// Searches the partition with the operations at `also` relaxed too, within `cap` steps.
+    fn try_relaxing(&mut self, also: &[usize], cap: u64) -> Found {
+        let relaxed = |p: usize| self.relaxed[p] || also.contains(&p);
+        // Every exact operation has returned by the horizon; a relaxed one called later can
+        // only come after all of them, so it cannot matter.
+        let horizon = (0..self.ops.len())
+            .filter(|&p| !relaxed(p))
+            .map(|p| self.ops[p].ret.unwrap_or(u64::MAX))
             .max()
             .unwrap_or(0);
-        let sub: Vec<_> = self
-            .ops
-            .iter()
-            .enumerate()
-            .filter_map(|(p, &op)| {
-                if exact(&p) {
+        let sub: Vec<_> = (0..self.ops.len())
+            .filter(|&p| !self.dropped[p])
+            .filter_map(|p| {
+                let op = self.ops[p];
+                if !relaxed(p) {
                     Some(op)
                 } else {
                     (op.call <= horizon).then_some(Op {
-                        ret: None,
                         output: None,
+                        may_skip: true,
                         ..op
                     })
                 }
             })
             .collect();
-        let found = self.budget.capped(cap, |b| search(self.model, &sub, b));
-        match found {
-            Search::Illegal(_) => {
-                for p in trying {
-                    self.relaxed[p] = true;
-                }
-                self.kept.retain(|&p| !self.relaxed[p]);
-                Attempt::Illegal
-            }
-            Search::Linearizable(_) => Attempt::Linearizable,
-            Search::Exhausted if self.budget.exhausted() => Attempt::OutOfBudget,
-            Search::Exhausted => Attempt::GaveUp,
+        match self.budget.capped(cap, |b| search(self.model, &sub, b)) {
+            Search::Illegal(_) => Found::Illegal,
+            Search::Linearizable(_) => Found::Linearizable,
+            Search::Exhausted if self.budget.exhausted() => Found::OutOfBudget,
+            Search::Exhausted => Found::GaveUp,
         }
     }
 
-    /// Pass 1: relaxes runs of `len / 2`, `len / 4`, ... down to 2 operations.
+    /// Relaxes `positions` for good if the partition stays illegal.
+    fn relax(&mut self, positions: &[usize], cap: u64) -> Option<bool> {
+        match self.try_relaxing(positions, cap) {
+            Found::Illegal => {
+                for &p in positions {
+                    self.relaxed[p] = true;
+                }
+                Some(true)
+            }
+            Found::OutOfBudget => None,
+            Found::Linearizable | Found::GaveUp => Some(false),
+        }
+    }
+
+    /// Pass 1: relaxes runs of `len / 2`, `len / 4`, ... down to 2 exact operations.
     fn runs(&mut self, cap: u64) -> Option<()> {
-        let mut run = self.kept.len() / 2;
+        let mut run = self.exact().len() / 2;
         while run > 1 {
-            let mut end = self.kept.len();
+            let exact = self.exact();
+            let mut end = exact.len();
             while end > 0 {
                 let start = end.saturating_sub(run);
-                if let Attempt::OutOfBudget = self.attempt(start..end, cap) {
-                    return None;
-                }
+                self.relax(&exact[start..end], cap)?;
                 end = start;
             }
             run /= 2;
@@ -131,24 +143,68 @@ impl<M: Model> Shrinker<'_, '_, M> {
         Some(())
     }
 
-    /// Pass 2: relaxes single operations, latest first, until a pass keeps none; `Some(true)`
-    /// when every attempt of that last pass was decided.
-    fn singles(&mut self, cap: u64) -> Option<bool> {
+    /// Pass 2: relaxes single operations, latest first, until a pass relaxes none; returns the
+    /// exact operations that pass showed necessary.
+    fn singles(&mut self, cap: u64) -> Option<Vec<usize>> {
         loop {
             let mut relaxed_any = false;
-            let mut decided = true;
-            for i in (0..self.kept.len()).rev() {
-                match self.attempt(i..i + 1, cap) {
-                    Attempt::Illegal => relaxed_any = true,
-                    Attempt::Linearizable => {}
-                    Attempt::GaveUp => decided = false,
-                    Attempt::OutOfBudget => return None,
+            let mut necessary = Vec::new();
+            for p in self.exact().into_iter().rev() {
+                match self.try_relaxing(&[p], cap) {
+                    Found::Illegal => {
+                        self.relaxed[p] = true;
+                        relaxed_any = true;
+                    }
+                    Found::Linearizable => necessary.push(p),
+                    Found::GaveUp => {}
+                    Found::OutOfBudget => return None,
                 }
             }
             if !relaxed_any {
-                return Some(decided);
+                return Some(necessary);
             }
         }
+    }
+
+    /// Pass 3: drops relaxed operations, latest first, while every operation in `necessary`
+    /// stays necessary; returns the relaxed operations left.
+    fn context(&mut self, necessary: &[usize], cap: u64) -> Option<Vec<usize>> {
+        let horizon = self
+            .exact()
+            .iter()
+            .map(|&p| self.ops[p].ret.unwrap_or(u64::MAX))
+            .max()
+            .unwrap_or(0);
+        for p in 0..self.ops.len() {
+            self.dropped[p] = self.relaxed[p] && self.ops[p].call > horizon;
+        }
+        let candidates: Vec<usize> = self
+            .by_call
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&p| self.relaxed[p] && !self.dropped[p])
+            .collect();
+        for p in candidates {
+            self.dropped[p] = true;
+            for &o in necessary {
+                match self.try_relaxing(&[o], cap) {
+                    Found::Linearizable => {}
+                    Found::OutOfBudget => return None,
+                    Found::Illegal | Found::GaveUp => {
+                        self.dropped[p] = false;
+                        break;
+                    }
+                }
+            }
+        }
+        Some(
+            self.by_call
+                .iter()
+                .copied()
+                .filter(|&p| self.relaxed[p] && !self.dropped[p])
+                .collect(),
+        )
     }
 }
 
@@ -159,8 +215,8 @@ pub(crate) fn shrink<M: Model>(
     verdict_steps: u64,
     budget: &mut Budget,
 ) -> Shrunk {
-    let mut kept: Vec<usize> = (0..ops.len()).collect();
-    kept.sort_by_key(|&p| (ops[p].call, p));
+    let mut by_call: Vec<usize> = (0..ops.len()).collect();
+    by_call.sort_by_key(|&p| (ops[p].call, p));
     let run_cap = verdict_steps
         .saturating_mul(4)
         .saturating_add(RUN_ATTEMPT_FLOOR);
@@ -169,15 +225,40 @@ pub(crate) fn shrink<M: Model>(
         model,
         ops,
         budget,
-        kept,
         relaxed: vec![false; ops.len()],
+        dropped: vec![false; ops.len()],
+        by_call,
     };
-    let one_minimal = shrinker
+    let necessary = shrinker
         .runs(run_cap)
         .and_then(|()| shrinker.singles(single_cap));
+    let one_minimal = necessary
+        .as_ref()
+        .is_some_and(|n| n.len() == shrinker.exact().len());
+    let context = match &necessary {
+        Some(necessary) => shrinker.context(necessary, single_cap),
+        None => None,
+    };
+    let context = context.unwrap_or_else(|| {
+        // Out of budget: every relaxed operation up to the last exact return stays.
+        shrinker.dropped.iter_mut().for_each(|d| *d = false);
+        let horizon = shrinker
+            .exact()
+            .iter()
+            .map(|&p| ops[p].ret.unwrap_or(u64::MAX))
+            .max()
+            .unwrap_or(0);
+        shrinker
+            .by_call
+            .iter()
+            .copied()
+            .filter(|&p| shrinker.relaxed[p] && ops[p].call <= horizon)
+            .collect()
+    });
     Shrunk {
-        positions: shrinker.kept,
-        one_minimal: one_minimal == Some(true),
+        positions: shrinker.exact(),
+        context,
+        one_minimal,
     }
 }
 
@@ -196,6 +277,7 @@ mod tests {
                 ret: Some(10 * i as u64 + 5),
                 input,
                 output: Some(if i < 6 { &Out::Write } else { read }),
+                may_skip: false,
             })
             .collect()
     }
@@ -208,15 +290,17 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_read_keeps_the_write_it_saw_and_the_one_that_overwrote_it() {
+    fn a_stale_read_keeps_the_overwrite_and_names_the_write_it_saw_as_context() {
         let inputs = inputs();
         let read = Out::Read { value: Some(2) };
         let ops = writes_then_read(&inputs, &read);
         let shrunk = shrink(&RegisterModel, &ops, 0, &mut Budget::new(None, None));
         assert!(shrunk.one_minimal);
-        assert_eq!(shrunk.positions.len(), 3, "{:?}", shrunk.positions);
-        assert_eq!(shrunk.positions[0], 1);
-        assert_eq!(shrunk.positions[2], 6);
+        // Any later write overwrote 2 before the read.
+        assert_eq!(shrunk.positions.len(), 2, "{:?}", shrunk.positions);
+        assert!((2..6).contains(&shrunk.positions[0]));
+        assert_eq!(shrunk.positions[1], 6);
+        assert_eq!(shrunk.context, vec![1]);
     }
 
     #[test]
@@ -226,6 +310,7 @@ mod tests {
         let ops = writes_then_read(&inputs, &read);
         let shrunk = shrink(&RegisterModel, &ops, 0, &mut Budget::new(None, None));
         assert_eq!(shrunk.positions, vec![6]);
+        assert!(shrunk.context.is_empty());
     }
 
     #[test]

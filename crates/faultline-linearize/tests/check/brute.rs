@@ -8,39 +8,75 @@ use faultline_linearize::{History, Operation};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
+/// An operation as the brute force sees it.
+#[derive(Debug, Clone)]
+pub struct Spec<I, O> {
+    pub call: u64,
+    pub ret: Option<u64>,
+    pub input: I,
+    /// `None`: any output.
+    pub output: Option<O>,
+    /// Whether it may also have had no effect at all.
+    pub may_skip: bool,
+}
+
+/// `op` as recorded: it took effect inside its interval with its output, or, if it never
+/// returned, at any instant after its call or not at all.
+pub fn exact<I: Clone, O: Clone>(op: &Operation<I, O>) -> Spec<I, O> {
+    Spec {
+        call: op.call,
+        ret: op.return_time(),
+        input: op.input.clone(),
+        output: op.output().cloned(),
+        may_skip: op.ret.is_none(),
+    }
+}
+
+/// `op` relaxed: it took effect inside its interval with any output, or not at all.
+pub fn relaxed<I: Clone, O: Clone>(op: &Operation<I, O>) -> Spec<I, O> {
+    Spec {
+        output: None,
+        may_skip: true,
+        ..exact(op)
+    }
+}
+
 /// Whether some order of the operations exists that respects real time (an operation that
-/// returned before another was called comes first; intervals are closed), contains every
-/// completed operation and any subset of the never-returned ones, and that `apply` accepts
-/// from `init`. Tries every such order, with no memo.
+/// returned before another was called comes first; intervals are closed), leaves out only
+/// operations that may be skipped, and that `apply` accepts from `init`. Tries every such
+/// order, with no memo.
 pub fn brute_force<I, O, S: Clone>(
-    ops: &[Operation<I, O>],
+    ops: &[Spec<I, O>],
     init: S,
     apply: &impl Fn(&S, &I, Option<&O>) -> Option<S>,
 ) -> bool {
     fn go<I, O, S: Clone>(
-        ops: &[Operation<I, O>],
+        ops: &[Spec<I, O>],
         placed: &mut Vec<bool>,
         state: &S,
         apply: &impl Fn(&S, &I, Option<&O>) -> Option<S>,
     ) -> bool {
-        let unplaced_completed: Vec<usize> = (0..ops.len())
-            .filter(|&i| !placed[i] && ops[i].ret.is_some())
-            .collect();
-        if unplaced_completed.is_empty() {
+        let unplaced: Vec<usize> = (0..ops.len()).filter(|&i| !placed[i]).collect();
+        if unplaced.iter().all(|&i| ops[i].may_skip) {
             return true;
         }
-        for i in 0..ops.len() {
-            if placed[i] {
-                continue;
+        for &i in &unplaced {
+            // Skipping an operation is allowed at any moment.
+            if ops[i].may_skip && ops[i].ret.is_some() {
+                placed[i] = true;
+                if go(ops, placed, state, apply) {
+                    return true;
+                }
+                placed[i] = false;
             }
             // No operation still unplaced may have returned before this one's call.
-            let blocked = unplaced_completed
+            let blocked = unplaced
                 .iter()
-                .any(|&j| j != i && ops[j].return_time().is_some_and(|r| r < ops[i].call));
+                .any(|&j| j != i && ops[j].ret.is_some_and(|r| r < ops[i].call));
             if blocked {
                 continue;
             }
-            if let Some(next) = apply(state, &ops[i].input, ops[i].output()) {
+            if let Some(next) = apply(state, &ops[i].input, ops[i].output.as_ref()) {
                 placed[i] = true;
                 if go(ops, placed, &next, apply) {
                     return true;
@@ -105,17 +141,14 @@ pub fn register_apply(
 
 /// Brute-force verdict on a whole key-value history.
 pub fn kv_linearizable(history: &History<KvInput, KvOutput>) -> bool {
-    brute_force(history.operations(), HashMap::new(), &kv_apply)
+    let ops: Vec<_> = history.operations().iter().map(exact).collect();
+    brute_force(&ops, HashMap::new(), &kv_apply)
 }
 
 /// Brute-force verdict on a register history.
 pub fn register_linearizable(history: &History<RegisterInput, RegisterOutput>) -> bool {
-    brute_force(history.operations(), None, &register_apply)
-}
-
-/// `op` as if it never returned.
-pub fn relaxed<I: Clone, O>(op: &Operation<I, O>) -> Operation<I, O> {
-    Operation::pending(op.client, op.call, op.input.clone())
+    let ops: Vec<_> = history.operations().iter().map(exact).collect();
+    brute_force(&ops, None, &register_apply)
 }
 
 /// A copy of `history` with one random change to outputs or timing, for the tests that compare

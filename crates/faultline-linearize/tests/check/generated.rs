@@ -15,8 +15,8 @@ use rand::RngExt;
 use rand::rngs::ChaCha8Rng;
 
 use crate::brute::{
-    brute_force, kv_apply, kv_linearizable, mutate, register_apply, register_linearizable, relaxed,
-    rng,
+    Spec, brute_force, exact, kv_apply, kv_linearizable, mutate, register_apply,
+    register_linearizable, relaxed, rng,
 };
 
 type KvHistory = History<KvInput, KvOutput>;
@@ -65,23 +65,22 @@ fn assert_order_replays(history: &KvHistory, partition: &[usize], order: &[usize
     }
 }
 
-/// The operations at `exact` as they are, and the rest of `partition` relaxed.
-fn with_rest_relaxed(
+/// The operations at `exact` as recorded and those at `relax` relaxed.
+fn specs(
     history: &KvHistory,
-    partition: &[usize],
-    exact: &[usize],
-) -> Vec<Operation<KvInput, KvOutput>> {
+    exact_ops: &[usize],
+    relax: &[usize],
+) -> Vec<Spec<KvInput, KvOutput>> {
     let ops = history.operations();
-    partition
+    exact_ops
         .iter()
-        .map(|&i| {
-            if exact.contains(&i) {
-                ops[i].clone()
-            } else {
-                relaxed(&ops[i])
-            }
-        })
+        .map(|&i| exact(&ops[i]))
+        .chain(relax.iter().map(|&i| relaxed(&ops[i])))
         .collect()
+}
+
+fn brute_kv(specs: &[Spec<KvInput, KvOutput>]) -> bool {
+    brute_force(specs, HashMap::new(), &kv_apply)
 }
 
 /// Checks `history`, asserts the verdict is the brute force's and that the evidence holds.
@@ -116,6 +115,11 @@ fn assert_evidence(history: &KvHistory, result: &CheckResult<String>, minimality
         .expect("the counterexample's partition is reported")
         .operations;
     assert!(c.operations.iter().all(|i| partition.contains(i)));
+    assert!(
+        c.context
+            .iter()
+            .all(|i| partition.contains(i) && !c.operations.contains(i))
+    );
     let alone = history.subset(&c.operations);
     assert!(
         !kv_linearizable(&alone),
@@ -128,16 +132,27 @@ fn assert_evidence(history: &KvHistory, result: &CheckResult<String>, minimality
             "counterexample {:?} not shrunk to the end",
             c.operations
         );
-        let rest = with_rest_relaxed(history, partition, &c.operations);
-        assert!(!brute_force(&rest, HashMap::new(), &kv_apply));
+        assert!(!brute_kv(&specs(history, &c.operations, &c.context)));
+        let without = |o: usize, from: &[usize]| -> Vec<usize> {
+            from.iter().copied().filter(|&i| i != o).collect()
+        };
         for &o in &c.operations {
-            let exact: Vec<usize> = c.operations.iter().copied().filter(|&i| i != o).collect();
-            let ops = with_rest_relaxed(history, partition, &exact);
+            let mut relax = c.context.clone();
+            relax.push(o);
             assert!(
-                brute_force(&ops, HashMap::new(), &kv_apply),
-                "relaxing {o} of {:?} leaves it illegal",
-                c.operations
+                brute_kv(&specs(history, &without(o, &c.operations), &relax)),
+                "relaxing {o} of {:?} (context {:?}) leaves it illegal",
+                c.operations,
+                c.context
             );
+        }
+        for &k in &c.context {
+            let needed = c.operations.iter().any(|&o| {
+                let mut relax = without(k, &c.context);
+                relax.push(o);
+                !brute_kv(&specs(history, &without(o, &c.operations), &relax))
+            });
+            assert!(needed, "context {k} of {:?} is not needed", c.context);
         }
     }
 }
@@ -324,8 +339,12 @@ fn register_histories_get_the_brute_force_verdict() {
         assert_eq!(result.verdict, expected, "seed {seed}: {history:#?}");
         if let Some(c) = result.counterexample {
             illegal += 1;
-            let alone = history.subset(&c.operations);
-            assert!(!brute_force(alone.operations(), None, &register_apply));
+            let alone: Vec<_> = c
+                .operations
+                .iter()
+                .map(|&i| exact(&history.operations()[i]))
+                .collect();
+            assert!(!brute_force(&alone, None, &register_apply));
             assert!(c.one_minimal);
         } else {
             legal += 1;

@@ -63,13 +63,14 @@ fn kv(ops: Vec<Kv>) -> CheckResult<String> {
     result
 }
 
-/// The counterexample's operations and whether it is 1-minimal.
-fn counterexample(result: &CheckResult<String>) -> (Vec<usize>, bool) {
+/// The counterexample's operations and context, asserting it is 1-minimal.
+fn counterexample(result: &CheckResult<String>) -> (Vec<usize>, Vec<usize>) {
     let c = result
         .counterexample
         .as_ref()
         .expect("an illegal history has a counterexample");
-    (c.operations.clone(), c.one_minimal)
+    assert!(c.one_minimal);
+    (c.operations.clone(), c.context.clone())
 }
 
 #[test]
@@ -84,7 +85,8 @@ fn concurrent_appends_land_in_either_order_but_both_land() {
     ops.push(get(3, 20, 30, "x", "a"));
     let result = kv(ops);
     assert_eq!(result.verdict, Verdict::Illegal);
-    assert_eq!(counterexample(&result), (vec![1, 2], true));
+    // b landed and the read missed it; a explains the value read.
+    assert_eq!(counterexample(&result), (vec![1, 2], vec![0]));
 }
 
 #[test]
@@ -100,8 +102,7 @@ fn two_reads_must_agree_on_the_order_of_concurrent_appends() {
     assert_eq!(kv(ops("ba")).verdict, Verdict::Linearizable);
     let result = kv(ops("ab"));
     assert_eq!(result.verdict, Verdict::Illegal);
-    let (operations, minimal) = counterexample(&result);
-    assert!(minimal);
+    let (operations, _) = counterexample(&result);
     assert!(
         operations.contains(&2) && operations.contains(&3),
         "{operations:?}"
@@ -112,7 +113,7 @@ fn two_reads_must_agree_on_the_order_of_concurrent_appends() {
 fn a_stale_read_after_a_completed_write_is_illegal() {
     let result = kv(vec![put(1, 0, 10, "x", "1"), get(2, 20, 30, "x", "")]);
     assert_eq!(result.verdict, Verdict::Illegal);
-    assert_eq!(counterexample(&result), (vec![0, 1], true));
+    assert_eq!(counterexample(&result), (vec![0, 1], vec![]));
     assert_eq!(
         kv(vec![put(1, 0, 10, "x", "1"), get(2, 10, 30, "x", "")]).verdict,
         Verdict::Linearizable,
@@ -121,7 +122,20 @@ fn a_stale_read_after_a_completed_write_is_illegal() {
 }
 
 #[test]
-fn a_stale_read_keeps_the_write_it_saw_and_the_one_that_overwrote_it() {
+fn a_stale_read_keeps_the_overwrite_with_the_write_it_saw_as_context() {
+    let result = kv(vec![
+        put(1, 0, 5, "x", "1"),
+        put(1, 10, 15, "x", "2"),
+        get(2, 20, 25, "x", "1"),
+    ]);
+    assert_eq!(result.verdict, Verdict::Illegal);
+    assert_eq!(counterexample(&result), (vec![1, 2], vec![0]));
+}
+
+#[test]
+fn two_reads_that_disagree_on_whether_a_write_happened_are_the_counterexample() {
+    // Even if the writes may not have happened, the first read says the second write did
+    // not happen by 20 and the second read says it did, after its return at 15.
     let result = kv(vec![
         put(1, 0, 5, "x", "1"),
         put(1, 10, 15, "x", "2"),
@@ -129,14 +143,14 @@ fn a_stale_read_keeps_the_write_it_saw_and_the_one_that_overwrote_it() {
         get(2, 30, 35, "x", "2"),
     ]);
     assert_eq!(result.verdict, Verdict::Illegal);
-    assert_eq!(counterexample(&result), (vec![0, 1, 2], true));
+    assert_eq!(counterexample(&result), (vec![2, 3], vec![0, 1]));
 }
 
 #[test]
 fn a_read_of_a_value_before_its_write_was_called_is_illegal() {
     let result = kv(vec![get(1, 0, 5, "x", "1"), put(2, 6, 10, "x", "1")]);
     assert_eq!(result.verdict, Verdict::Illegal);
-    assert_eq!(counterexample(&result), (vec![0], true));
+    assert_eq!(counterexample(&result), (vec![0], vec![]));
     assert_eq!(
         kv(vec![get(1, 0, 5, "x", "1"), put(2, 5, 10, "x", "1")]).verdict,
         Verdict::Linearizable
@@ -165,9 +179,11 @@ fn an_operation_that_never_returned_cannot_be_undone() {
         get(2, 30, 40, "x", ""),
     ]);
     assert_eq!(result.verdict, Verdict::Illegal);
-    let c = result.counterexample.unwrap();
-    assert_eq!(c.operations, vec![1, 2]);
-    assert_eq!(c.pending, vec![0], "the write the first read saw is named");
+    assert_eq!(
+        counterexample(&result),
+        (vec![1, 2], vec![0]),
+        "the write the first read saw is the context"
+    );
 }
 
 #[test]
@@ -182,9 +198,9 @@ fn partitions_are_judged_apart_and_the_illegal_key_is_named() {
     assert_eq!(result.partitions.len(), 2);
     assert_eq!(result.partitions[0].key, "x");
     assert_eq!(result.partitions[0].operations, vec![0, 2]);
-    let c = result.counterexample.unwrap();
+    let c = result.counterexample.as_ref().unwrap();
     assert_eq!(c.key, "y");
-    assert_eq!(c.operations, vec![1, 3]);
+    assert_eq!(counterexample(&result), (vec![1, 3], vec![]));
     assert!(matches!(
         result.partitions[1].outcome,
         PartitionOutcome::Illegal { .. }
