@@ -1,32 +1,35 @@
 //! Shrinking an illegal partition to a small illegal sub-history.
 //!
-//! Operations are never dropped outright: dropping the write a stale read saw makes the read
-//! illegal for another reason (it saw a value nothing wrote), and shrinking would then end on
-//! that lone read, which says nothing about the fault. Instead operations are *relaxed*: a
-//! relaxed operation may take effect at some instant of its interval with any output, or not
-//! at all (one that never returned stays as it is). It can do everything the original could
-//! and everything its absence could, so a partition that stays illegal with some operations
-//! relaxed was illegal before, and the operations left exact are illegal on their own (let
-//! every relaxed one be skipped). Relaxations accumulate: each attempt keeps every operation
-//! relaxed so far.
+//! Operations are never dropped outright on the way: dropping the write a stale read saw
+//! makes the read illegal for another reason (it saw a value nothing wrote), and shrinking
+//! would then end on that lone read, which says nothing about the fault. Instead operations
+//! are *relaxed*: a relaxed operation may take effect at some instant of its interval with any
+//! output, or not at all (one that never returned stays as it is). It can do everything the
+//! original could and everything its absence could, so a partition that stays illegal with
+//! some operations relaxed was illegal before, and the operations left exact are illegal on
+//! their own (let every relaxed one be skipped).
 //!
-//! Three passes, the operations in call order:
-//! 1. relax runs of consecutive operations, latest runs first, the run length halving from
-//!    half the partition down to two, keeping each relaxation that leaves it illegal;
-//! 2. relax single operations, latest first, keeping each relaxation that leaves it illegal,
-//!    and repeat until a whole pass keeps none. The operations left exact are the
-//!    counterexample; each one that the last pass showed needed (relaxing it too makes the
-//!    partition linearizable) is *necessary*, and the counterexample is *1-minimal* when all
-//!    are;
-//! 3. find the *context*: drop relaxed operations, latest first, as long as every necessary
-//!    operation stays necessary without them. What remains explains why the exact ones are
-//!    needed (the write a stale read saw, the never-returned write a read saw); without it an
-//!    exact operation could be illegal for another reason.
+//! Each operation is *exact*, *relaxed* (kept as context) or *dropped*. A relaxed operation is
+//! dropped when every exact operation known to be *necessary* (relaxing it too makes the
+//! partition linearizable) stays necessary without it, once it cannot take effect before any
+//! exact operation not yet known necessary returns (so it cannot be what one of those saw),
+//! or at the end of a pass.
+//! What remains relaxed is the context that explains why the exact ones are needed: the write
+//! a stale read saw, the never-returned write a read saw. Dropping early also keeps the
+//! searches small, since every relaxed operation can double the configurations of a search.
 //!
-//! Every attempt has a cap on its steps (the search with relaxed operations can take longer
-//! than the verdict did); an attempt that reaches it is undone, which only leaves the result
-//! larger. A smaller illegal set may exist: two operations are never relaxed together in the
-//! last pass.
+//! Two passes, the operations in call order:
+//! 1. relax runs of consecutive exact operations, latest runs first, the run length halving
+//!    from half the partition down to two, keeping each relaxation that leaves it illegal;
+//! 2. relax single exact operations, latest first, keeping each relaxation that leaves it
+//!    illegal (and dropping the operation at once if it is not needed as context), then drop
+//!    the relaxed operations not needed as context; repeat until a pass relaxes none.
+//!
+//! The exact operations are the counterexample, *1-minimal* when the last pass found each one
+//! necessary. Every search has a cap on its steps (one with relaxed operations can take far
+//! longer than the verdict did); an attempt that reaches it is undone, which only leaves the
+//! result larger and not known to be 1-minimal. A smaller illegal set may exist: two
+//! operations are never relaxed together in the last pass.
 
 use crate::budget::Budget;
 use crate::model::Model;
@@ -36,10 +39,9 @@ use crate::search::{Op, Search, search};
 pub(crate) struct Shrunk {
     /// The operations left exact, in call order.
     pub(crate) positions: Vec<usize>,
-    /// Relaxed operations without which some exact one would no longer be needed, in call
-    /// order.
+    /// The relaxed operations some necessary exact one needs, in call order.
     pub(crate) context: Vec<usize>,
-    /// Whether the last pass decided every attempt and found every exact operation necessary.
+    /// Whether the last pass found every exact operation necessary.
     pub(crate) one_minimal: bool,
 }
 
@@ -48,16 +50,12 @@ const RUN_ATTEMPT_FLOOR: u64 = 10_000;
 /// Steps a single attempt may take at least.
 const SINGLE_ATTEMPT_FLOOR: u64 = 250_000;
 
-struct Shrinker<'a, 'h, M: Model> {
-    model: &'a M,
-    ops: &'a [Op<'h, M::Input, M::Output>],
-    budget: &'a mut Budget,
-    /// Whether each position is relaxed; the others are exact.
-    relaxed: Vec<bool>,
-    /// Whether each position is left out (only relaxed ones are, in the context pass).
-    dropped: Vec<bool>,
-    /// Positions in call order.
-    by_call: Vec<usize>,
+/// What an operation is in the sub-history being shrunk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Exact,
+    Relaxed,
+    Dropped,
 }
 
 /// What one search found.
@@ -67,71 +65,97 @@ enum Found {
     Linearizable,
     /// The attempt's cap ran out.
     GaveUp,
-    /// The whole budget is spent.
-    OutOfBudget,
+}
+
+/// The whole shrinking budget is spent.
+struct OutOfBudget;
+
+struct Shrinker<'a, 'h, M: Model> {
+    model: &'a M,
+    ops: &'a [Op<'h, M::Input, M::Output>],
+    budget: &'a mut Budget,
+    role: Vec<Role>,
+    /// Positions in call order.
+    by_call: Vec<usize>,
+    cap: u64,
 }
 
 impl<M: Model> Shrinker<'_, '_, M> {
-    fn exact(&self) -> Vec<usize> {
+    /// Positions with `role`, in call order.
+    fn with(&self, role: Role) -> Vec<usize> {
         self.by_call
             .iter()
             .copied()
-            .filter(|&p| !self.relaxed[p])
+            .filter(|&p| self.role[p] == role)
             .collect()
     }
 
-    /// Searches the partition with the operations at `also` relaxed too, within `cap` steps.
-    fn try_relaxing(&mut self, also: &[usize], cap: u64) -> Found {
-        let relaxed = |p: usize| self.relaxed[p] || also.contains(&p);
+    /// Searches the sub-history with the roles `change` gives some positions, within `cap`.
+    fn search_with(&mut self, change: &[(usize, Role)], cap: u64) -> Result<Found, OutOfBudget> {
+        let role = |p: usize| {
+            change
+                .iter()
+                .find(|(q, _)| *q == p)
+                .map_or(self.role[p], |c| c.1)
+        };
         // Every exact operation has returned by the horizon; a relaxed one called later can
         // only come after all of them, so it cannot matter.
         let horizon = (0..self.ops.len())
-            .filter(|&p| !relaxed(p))
+            .filter(|&p| role(p) == Role::Exact)
             .map(|p| self.ops[p].ret.unwrap_or(u64::MAX))
             .max()
             .unwrap_or(0);
         let sub: Vec<_> = (0..self.ops.len())
-            .filter(|&p| !self.dropped[p])
             .filter_map(|p| {
                 let op = self.ops[p];
-                if !relaxed(p) {
-                    Some(op)
-                } else {
-                    (op.call <= horizon).then_some(Op {
+                match role(p) {
+                    Role::Exact => Some(op),
+                    Role::Relaxed => (op.call <= horizon).then_some(Op {
                         output: None,
                         may_skip: true,
                         ..op
-                    })
+                    }),
+                    Role::Dropped => None,
                 }
             })
             .collect();
         match self.budget.capped(cap, |b| search(self.model, &sub, b)) {
-            Search::Illegal(_) => Found::Illegal,
-            Search::Linearizable(_) => Found::Linearizable,
-            Search::Exhausted if self.budget.exhausted() => Found::OutOfBudget,
-            Search::Exhausted => Found::GaveUp,
+            Search::Illegal(_) => Ok(Found::Illegal),
+            Search::Linearizable(_) => Ok(Found::Linearizable),
+            Search::Exhausted if self.budget.exhausted() => Err(OutOfBudget),
+            Search::Exhausted => Ok(Found::GaveUp),
         }
     }
 
-    /// Relaxes `positions` for good if the partition stays illegal.
-    fn relax(&mut self, positions: &[usize], cap: u64) -> Option<bool> {
-        match self.try_relaxing(positions, cap) {
-            Found::Illegal => {
-                for &p in positions {
-                    self.relaxed[p] = true;
-                }
-                Some(true)
+    /// Relaxes the exact operations at `positions` if the sub-history stays illegal.
+    fn relax(&mut self, positions: &[usize], cap: u64) -> Result<Found, OutOfBudget> {
+        let change: Vec<_> = positions.iter().map(|&p| (p, Role::Relaxed)).collect();
+        let found = self.search_with(&change, cap)?;
+        if found == Found::Illegal {
+            for &p in positions {
+                self.role[p] = Role::Relaxed;
             }
-            Found::OutOfBudget => None,
-            Found::Linearizable | Found::GaveUp => Some(false),
         }
+        Ok(found)
+    }
+
+    /// Drops the relaxed operation at `p` if every operation in `necessary` stays necessary.
+    fn try_drop(&mut self, p: usize, necessary: &[usize]) -> Result<(), OutOfBudget> {
+        for &n in necessary {
+            let found = self.search_with(&[(p, Role::Dropped), (n, Role::Relaxed)], self.cap)?;
+            if found != Found::Linearizable {
+                return Ok(());
+            }
+        }
+        self.role[p] = Role::Dropped;
+        Ok(())
     }
 
     /// Pass 1: relaxes runs of `len / 2`, `len / 4`, ... down to 2 exact operations.
-    fn runs(&mut self, cap: u64) -> Option<()> {
-        let mut run = self.exact().len() / 2;
+    fn runs(&mut self, cap: u64) -> Result<(), OutOfBudget> {
+        let mut run = self.with(Role::Exact).len() / 2;
         while run > 1 {
-            let exact = self.exact();
+            let exact = self.with(Role::Exact);
             let mut end = exact.len();
             while end > 0 {
                 let start = end.saturating_sub(run);
@@ -140,71 +164,52 @@ impl<M: Model> Shrinker<'_, '_, M> {
             }
             run /= 2;
         }
-        Some(())
+        Ok(())
     }
 
-    /// Pass 2: relaxes single operations, latest first, until a pass relaxes none; returns the
-    /// exact operations that pass showed necessary.
-    fn singles(&mut self, cap: u64) -> Option<Vec<usize>> {
+    /// Tries once to drop each relaxed operation that can no longer be what an exact
+    /// operation not yet known necessary saw: it is called after all of those returned.
+    fn drop_settled(&mut self, necessary: &[usize], tried: &mut [bool]) -> Result<(), OutOfBudget> {
+        let unverified = self
+            .with(Role::Exact)
+            .into_iter()
+            .filter(|q| !necessary.contains(q))
+            .map(|q| self.ops[q].ret.unwrap_or(u64::MAX))
+            .max();
+        for p in self.with(Role::Relaxed).into_iter().rev() {
+            if !tried[p] && unverified.is_none_or(|r| self.ops[p].call > r) {
+                tried[p] = true;
+                self.try_drop(p, necessary)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pass 2: relaxes single operations, latest first, dropping what no necessary one needs,
+    /// until a pass relaxes none; returns whether every exact operation was found necessary.
+    fn singles(&mut self) -> Result<bool, OutOfBudget> {
         loop {
             let mut relaxed_any = false;
             let mut necessary = Vec::new();
-            for p in self.exact().into_iter().rev() {
-                match self.try_relaxing(&[p], cap) {
-                    Found::Illegal => {
-                        self.relaxed[p] = true;
-                        relaxed_any = true;
-                    }
+            // A drop that failed fails again later in the pass: `necessary` only grows.
+            let mut tried = vec![false; self.ops.len()];
+            for p in self.with(Role::Exact).into_iter().rev() {
+                match self.relax(&[p], self.cap)? {
+                    Found::Illegal => relaxed_any = true,
                     Found::Linearizable => necessary.push(p),
                     Found::GaveUp => {}
-                    Found::OutOfBudget => return None,
+                }
+                self.drop_settled(&necessary, &mut tried)?;
+            }
+            for p in self.with(Role::Relaxed).into_iter().rev() {
+                if !tried[p] {
+                    self.try_drop(p, &necessary)?;
                 }
             }
             if !relaxed_any {
-                return Some(necessary);
+                return Ok(necessary.len() == self.with(Role::Exact).len());
             }
         }
-    }
-
-    /// Pass 3: drops relaxed operations, latest first, while every operation in `necessary`
-    /// stays necessary; returns the relaxed operations left.
-    fn context(&mut self, necessary: &[usize], cap: u64) -> Option<Vec<usize>> {
-        let horizon = self
-            .exact()
-            .iter()
-            .map(|&p| self.ops[p].ret.unwrap_or(u64::MAX))
-            .max()
-            .unwrap_or(0);
-        for p in 0..self.ops.len() {
-            self.dropped[p] = self.relaxed[p] && self.ops[p].call > horizon;
-        }
-        let candidates: Vec<usize> = self
-            .by_call
-            .iter()
-            .rev()
-            .copied()
-            .filter(|&p| self.relaxed[p] && !self.dropped[p])
-            .collect();
-        for p in candidates {
-            self.dropped[p] = true;
-            for &o in necessary {
-                match self.try_relaxing(&[o], cap) {
-                    Found::Linearizable => {}
-                    Found::OutOfBudget => return None,
-                    Found::Illegal | Found::GaveUp => {
-                        self.dropped[p] = false;
-                        break;
-                    }
-                }
-            }
-        }
-        Some(
-            self.by_call
-                .iter()
-                .copied()
-                .filter(|&p| self.relaxed[p] && !self.dropped[p])
-                .collect(),
-        )
     }
 }
 
@@ -220,45 +225,31 @@ pub(crate) fn shrink<M: Model>(
     let run_cap = verdict_steps
         .saturating_mul(4)
         .saturating_add(RUN_ATTEMPT_FLOOR);
-    let single_cap = verdict_steps.saturating_mul(16).max(SINGLE_ATTEMPT_FLOOR);
     let mut shrinker = Shrinker {
         model,
         ops,
         budget,
-        relaxed: vec![false; ops.len()],
-        dropped: vec![false; ops.len()],
+        role: vec![Role::Exact; ops.len()],
         by_call,
+        cap: verdict_steps.saturating_mul(16).max(SINGLE_ATTEMPT_FLOOR),
     };
-    let necessary = shrinker
-        .runs(run_cap)
-        .and_then(|()| shrinker.singles(single_cap));
-    let one_minimal = necessary
-        .as_ref()
-        .is_some_and(|n| n.len() == shrinker.exact().len());
-    let context = match &necessary {
-        Some(necessary) => shrinker.context(necessary, single_cap),
-        None => None,
-    };
-    let context = context.unwrap_or_else(|| {
-        // Out of budget: every relaxed operation up to the last exact return stays.
-        shrinker.dropped.iter_mut().for_each(|d| *d = false);
-        let horizon = shrinker
-            .exact()
-            .iter()
-            .map(|&p| ops[p].ret.unwrap_or(u64::MAX))
-            .max()
-            .unwrap_or(0);
-        shrinker
-            .by_call
-            .iter()
-            .copied()
-            .filter(|&p| shrinker.relaxed[p] && ops[p].call <= horizon)
-            .collect()
-    });
+    let one_minimal = shrinker.runs(run_cap).and_then(|()| shrinker.singles());
+    let positions = shrinker.with(Role::Exact);
+    // Relaxed operations called after the last exact return cannot matter.
+    let horizon = positions
+        .iter()
+        .map(|&p| ops[p].ret.unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(0);
+    let context = shrinker
+        .with(Role::Relaxed)
+        .into_iter()
+        .filter(|&p| ops[p].call <= horizon)
+        .collect();
     Shrunk {
-        positions: shrinker.exact(),
+        positions,
         context,
-        one_minimal,
+        one_minimal: matches!(one_minimal, Ok(true)),
     }
 }
 
