@@ -61,18 +61,33 @@
 //! wrote), so operations are instead *relaxed*, a run or one operation at a time and
 //! cumulatively: a relaxed operation may take effect at some instant of its interval with any
 //! output, or not at all, so it can do anything the original or its absence could, and a
-//! relaxation is kept when the partition stays illegal. The operations left exact are the
-//! counterexample, illegal on their own. It is **1-minimal** when relaxing any single one of
-//! them as well makes it linearizable (every attempt finished within its budget). The
-//! relaxed operations still needed for that are its *context*: the write a stale read saw,
-//! the never-returned write a read saw. It is not necessarily the smallest illegal subset. The
-//! partition report also gives the deepest partial linearization the search built.
+//! relaxation is kept when the partition stays illegal. Relaxed operations are then dropped
+//! unless one of the exact ones needs them. What is left:
+//!
+//! - the **operations**, exact: not linearizable on their own, nor with the context;
+//! - the **context**, relaxed: the operations without which some exact one would no longer be
+//!   needed, such as the write a stale read saw, or a never-returned write a read saw.
+//!
+//! The counterexample is **1-minimal** (when every attempt finished within its budget):
+//! relaxing any one of its operations as well makes it linearizable together with its
+//! context, so each is needed exactly as recorded. "Removing any one makes the rest
+//! linearizable" would be the wrong test: a stale read without the write it saw is still
+//! illegal, for another reason, so that write would never count as needed; the context holds
+//! such operations. It is not necessarily the smallest illegal subset. The partition report
+//! also gives the deepest partial linearization the search built.
 //!
 //! # Histories on disk
 //!
 //! [`History`] reads and writes JSON lines, one [`Operation`] per line, with the input and
-//! output in the model's own serde form; [`porcupine_format`] reads the two text formats of
-//! Porcupine's published test histories.
+//! output in the model's own serde form; a key-value put that returned, then a get that never
+//! did:
+//!
+//! ```text
+//! {"client":1,"call":0,"input":{"op":"put","key":"x","value":"1"},"return":{"time":10,"output":{"op":"put"}}}
+//! {"client":2,"call":4,"input":{"op":"get","key":"x"},"return":null}
+//! ```
+//!
+//! [`porcupine_format`] reads the two text formats of Porcupine's published test histories.
 //!
 //! ```
 //! use faultline_linearize::models::{KvInput, KvModel, KvOutput};
