@@ -31,14 +31,18 @@ fn with_stale_read(history: &History<KvInput, KvOutput>) -> Option<History<KvInp
     })?;
     let op: &mut Operation<KvInput, KvOutput> = &mut ops[target];
     if let Some(ret) = op.ret.as_mut() {
-        ret.output = KvOutput::Get { value: String::new() };
+        ret.output = KvOutput::Get {
+            value: String::new(),
+        };
     }
     History::new(ops).ok()
 }
 
 fn main() -> ExitCode {
     let workload = KvWorkload::default();
-    let histories: Vec<_> = (0..HISTORIES).map(|seed| kv_history(&workload, seed)).collect();
+    let histories: Vec<_> = (0..HISTORIES)
+        .map(|seed| kv_history(&workload, seed))
+        .collect();
     let options = CheckOptions::default();
     let mut wrong = 0;
 
@@ -68,26 +72,36 @@ fn main() -> ExitCode {
     let mutated: Vec<_> = histories.iter().filter_map(with_stale_read).collect();
     let start = Instant::now();
     let mut sizes = Vec::new();
+    let mut minimal = 0;
     for h in &mutated {
         let result = check(&KvModel, h, &options);
         match (result.verdict, result.counterexample) {
-            (Verdict::Illegal, Some(c)) => sizes.push(c.operations.len()),
+            (Verdict::Illegal, Some(c)) => {
+                sizes.push(c.operations.len() + c.context.len());
+                minimal += usize::from(c.one_minimal);
+            }
             (verdict, _) => {
                 eprintln!("a stale read was judged {verdict:?}");
                 wrong += 1;
             }
         }
     }
+    sizes.sort_unstable();
     println!(
-        "{} histories with a stale read: {:.3} s total with minimization, counterexamples of {}..={} operations",
+        "{} histories with a stale read: {:.3} s total with minimization; counterexamples with their context of {}..={} operations (median {}), {minimal} 1-minimal",
         mutated.len(),
         start.elapsed().as_secs_f64(),
-        sizes.iter().min().unwrap_or(&0),
-        sizes.iter().max().unwrap_or(&0)
+        sizes.first().unwrap_or(&0),
+        sizes.last().unwrap_or(&0),
+        sizes.get(sizes.len() / 2).unwrap_or(&0),
     );
 
     if wrong > 0 || legal > BUDGET {
-        eprintln!("{wrong} wrong verdicts; {:.1} s against a budget of {} s", legal.as_secs_f64(), BUDGET.as_secs());
+        eprintln!(
+            "{wrong} wrong verdicts; {:.1} s against a budget of {} s",
+            legal.as_secs_f64(),
+            BUDGET.as_secs()
+        );
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

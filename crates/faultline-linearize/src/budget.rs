@@ -32,7 +32,9 @@ impl Budget {
         if self.late || self.max_steps.is_some_and(|max| self.steps > max) {
             return false;
         }
-        if self.steps.is_multiple_of(CLOCK_EVERY) && self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.steps.is_multiple_of(CLOCK_EVERY)
+            && self.deadline.is_some_and(|d| Instant::now() >= d)
+        {
             self.late = true;
             return false;
         }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Budget;
 use crate::history::History;
 use crate::model::Model;
-use crate::search::{Op, Search, search};
+use crate::search::{Op, Search, Searcher};
 use crate::shrink::shrink;
 
 /// Limits and choices of one check.
@@ -67,10 +67,8 @@ pub enum PartitionOutcome {
         /// as history indices: evidence of where it got stuck.
         longest_prefix: Vec<usize>,
     },
-    /// The budget ran out during this partition.
+    /// Not decided: the budget ran out, or another partition was found illegal first.
     Unknown,
-    /// Not searched: an earlier partition was illegal, or the budget was already spent.
-    Unchecked,
 }
 
 /// One partition of the history.
@@ -91,11 +89,19 @@ pub struct PartitionReport<K> {
 pub struct Counterexample<K> {
     /// The partition it comes from.
     pub key: K,
-    /// Its operations, as history indices in call order. Alone they are not linearizable.
+    /// Its operations, as history indices in call order. Alone they are not linearizable,
+    /// nor with the context.
     pub operations: Vec<usize>,
-    /// Whether it is 1-minimal: relaxing any one of its operations to "never returned", and
-    /// so also removing it, makes it linearizable. `false` when minimization was off or ran
-    /// out of budget.
+    /// Operations of the partition that explain why each of `operations` is needed, as
+    /// history indices in call order, read as *relaxed*: each may have taken effect at some
+    /// instant of its interval (after its call, for one that never returned) with any output,
+    /// or not at all. Typically the write a stale read saw, or a never-returned write a read
+    /// saw. Without one of them some operation of the counterexample would be illegal for
+    /// another reason.
+    pub context: Vec<usize>,
+    /// Whether it is 1-minimal: relaxing any one of its operations too makes it, with the
+    /// context, linearizable. `false` when minimization was off or an attempt ran out of
+    /// budget.
     pub one_minimal: bool,
 }
 
@@ -127,13 +133,21 @@ fn ops_of<'h, M: Model>(
             ret: all[i].return_time(),
             input: &all[i].input,
             output: all[i].output(),
+            may_skip: all[i].ret.is_none(),
         })
         .collect()
 }
 
+/// Steps a partition searches before the next one takes its turn.
+const TURN: u64 = 4096;
+
 /// Checks `history` against `model`: linearizable, illegal (with a counterexample when asked),
-/// or unknown when the options' budget runs out. Partitions are searched in key order and the
-/// check stops at the first illegal one.
+/// or unknown when the options' budget runs out.
+///
+/// Partitions take turns of a few thousand search steps each, so an illegal partition is found
+/// about as soon as it would be alone even when another partition is slow to search, and the
+/// check stops there; the partitions not finished by then are reported
+/// [`PartitionOutcome::Unknown`].
 pub fn check<M: Model>(
     model: &M,
     history: &History<M::Input, M::Output>,
@@ -143,67 +157,98 @@ pub fn check<M: Model>(
     let mut budget = Budget::new(options.max_steps, deadline);
     let mut groups: BTreeMap<M::Key, Vec<usize>> = BTreeMap::new();
     for (i, op) in history.operations().iter().enumerate() {
-        groups.entry(model.partition(&op.input)).or_default().push(i);
+        groups
+            .entry(model.partition(&op.input))
+            .or_default()
+            .push(i);
     }
-    let mut verdict = Verdict::Linearizable;
-    let mut partitions = Vec::with_capacity(groups.len());
-    let mut counterexample = None;
-    let mut minimize_steps = 0;
-    for (key, indices) in groups {
-        if verdict == Verdict::Illegal || budget.exhausted() {
-            if verdict == Verdict::Linearizable {
-                verdict = Verdict::Unknown;
-            }
-            partitions.push(PartitionReport {
-                key,
-                operations: indices,
-                outcome: PartitionOutcome::Unchecked,
-                steps: 0,
-            });
-            continue;
-        }
-        let ops = ops_of::<M>(history, &indices);
-        let before = budget.steps();
-        let found = search(model, &ops, &mut budget);
-        let steps = budget.steps() - before;
-        let to_history = |positions: Vec<usize>| positions.into_iter().map(|p| indices[p]).collect();
-        let outcome = match found {
-            Search::Linearizable(order) => PartitionOutcome::Linearizable {
-                order: to_history(order),
-            },
-            Search::Exhausted => {
-                verdict = Verdict::Unknown;
-                PartitionOutcome::Unknown
-            }
-            Search::Illegal(longest) => {
-                verdict = Verdict::Illegal;
-                let (operations, one_minimal) = if options.minimize {
-                    let mut shrink_budget = Budget::new(options.minimize_max_steps, deadline);
-                    let shrunk = shrink(model, &ops, steps, &mut shrink_budget);
-                    minimize_steps = shrink_budget.steps();
-                    (to_history(shrunk.positions), shrunk.one_minimal)
-                } else {
-                    let mut all = indices.clone();
-                    all.sort_by_key(|&i| (history.operations()[i].call, i));
-                    (all, false)
-                };
-                counterexample = Some(Counterexample {
-                    key: key.clone(),
-                    operations,
-                    one_minimal,
-                });
-                PartitionOutcome::Illegal {
-                    longest_prefix: to_history(longest),
+    let groups: Vec<(M::Key, Vec<usize>)> = groups.into_iter().collect();
+    let mut outcomes = vec![PartitionOutcome::Unknown; groups.len()];
+    let mut steps = vec![0; groups.len()];
+    let mut active: Vec<(usize, Searcher<'_, '_, M>)> = groups
+        .iter()
+        .enumerate()
+        .map(|(k, (_, indices))| (k, Searcher::new(model, ops_of::<M>(history, indices))))
+        .collect();
+    let to_history = |k: usize, positions: Vec<usize>| -> Vec<usize> {
+        positions.into_iter().map(|p| groups[k].1[p]).collect()
+    };
+    let mut illegal = None;
+    'turns: while !active.is_empty() {
+        let mut a = 0;
+        while a < active.len() {
+            let (k, searcher) = &mut active[a];
+            let k = *k;
+            let before = budget.steps();
+            let found = budget.capped(TURN, |b| searcher.run(b));
+            steps[k] += budget.steps() - before;
+            match found {
+                Search::Exhausted if budget.exhausted() => break 'turns,
+                Search::Exhausted => a += 1,
+                Search::Linearizable(order) => {
+                    outcomes[k] = PartitionOutcome::Linearizable {
+                        order: to_history(k, order),
+                    };
+                    active.remove(a);
+                }
+                Search::Illegal(longest) => {
+                    outcomes[k] = PartitionOutcome::Illegal {
+                        longest_prefix: to_history(k, longest),
+                    };
+                    illegal = Some(k);
+                    break 'turns;
                 }
             }
+        }
+    }
+    drop(active);
+    let mut minimize_steps = 0;
+    let counterexample = illegal.map(|k| {
+        let (key, indices) = &groups[k];
+        let by_call = |mut positions: Vec<usize>| {
+            positions.sort_by_key(|&p| (history.operations()[indices[p]].call, p));
+            to_history(k, positions)
         };
-        partitions.push(PartitionReport {
+        if !options.minimize {
+            return Counterexample {
+                key: key.clone(),
+                operations: by_call((0..indices.len()).collect()),
+                context: Vec::new(),
+                one_minimal: false,
+            };
+        }
+        let ops = ops_of::<M>(history, indices);
+        let mut shrink_budget = Budget::new(options.minimize_max_steps, deadline);
+        let shrunk = shrink(model, &ops, steps[k], &mut shrink_budget);
+        minimize_steps = shrink_budget.steps();
+        Counterexample {
+            key: key.clone(),
+            operations: by_call(shrunk.positions),
+            context: by_call(shrunk.context),
+            one_minimal: shrunk.one_minimal,
+        }
+    });
+    let verdict = if counterexample.is_some() {
+        Verdict::Illegal
+    } else if outcomes
+        .iter()
+        .all(|o| matches!(o, PartitionOutcome::Linearizable { .. }))
+    {
+        Verdict::Linearizable
+    } else {
+        Verdict::Unknown
+    };
+    let partitions = groups
+        .into_iter()
+        .zip(outcomes)
+        .zip(steps)
+        .map(|(((key, operations), outcome), steps)| PartitionReport {
             key,
-            operations: indices,
+            operations,
             outcome,
             steps,
-        });
-    }
+        })
+        .collect();
     CheckResult {
         verdict,
         partitions,
@@ -216,7 +261,11 @@ pub fn check<M: Model>(
 /// One line per operation at `indices` (history order kept): index, client, interval and the
 /// model's description, e.g. `#12 client 3 [120, 140] put("x", "1") -> ok`. A pending
 /// operation's interval reads `[120, ...)`.
-pub fn describe<M: Model>(model: &M, history: &History<M::Input, M::Output>, indices: &[usize]) -> String {
+pub fn describe<M: Model>(
+    model: &M,
+    history: &History<M::Input, M::Output>,
+    indices: &[usize],
+) -> String {
     let mut out = String::new();
     for &i in indices {
         let Some(op) = history.operations().get(i) else {

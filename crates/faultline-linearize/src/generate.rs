@@ -60,7 +60,9 @@ pub fn kv_history(workload: &KvWorkload, seed: u64) -> History<KvInput, KvOutput
     let clients = workload.clients.max(1);
     let keys = workload.keys.max(1);
     // (client id, time it is free again)
-    let mut running: Vec<(u64, u64)> = (0..clients as u64).map(|c| (c, rng.random_range(0..=2))).collect();
+    let mut running: Vec<(u64, u64)> = (0..clients as u64)
+        .map(|c| (c, rng.random_range(0..=2)))
+        .collect();
     let mut next_client = clients as u64;
     let mut planned = Vec::with_capacity(workload.operations);
     for n in 0..workload.operations {
@@ -104,7 +106,9 @@ pub fn kv_history(workload: &KvWorkload, seed: u64) -> History<KvInput, KvOutput
             running[slot].1 = ret;
         }
     }
-    let mut order: Vec<usize> = (0..planned.len()).filter(|&i| planned[i].effect.is_some()).collect();
+    let mut order: Vec<usize> = (0..planned.len())
+        .filter(|&i| planned[i].effect.is_some())
+        .collect();
     order.sort_by_key(|&i| (planned[i].effect, i));
     let mut store: HashMap<String, String> = HashMap::new();
     let mut outputs: Vec<Option<KvOutput>> = vec![None; planned.len()];
@@ -127,7 +131,9 @@ pub fn kv_history(workload: &KvWorkload, seed: u64) -> History<KvInput, KvOutput
         .into_iter()
         .zip(outputs)
         .map(|(p, output)| match (p.ret, output) {
-            (Some(ret), Some(output)) => Operation::returned(p.client, p.call, p.input, ret, output),
+            (Some(ret), Some(output)) => {
+                Operation::returned(p.client, p.call, p.input, ret, output)
+            }
             _ => Operation::pending(p.client, p.call, p.input),
         })
         .collect();
@@ -163,7 +169,9 @@ mod tests {
         assert!((5..60).contains(&pending), "{pending}");
         let overlapping = ops
             .windows(2)
-            .filter(|w| w[0].client != w[1].client && w[1].call <= w[0].return_time().unwrap_or(u64::MAX))
+            .filter(|w| {
+                w[0].client != w[1].client && w[1].call <= w[0].return_time().unwrap_or(u64::MAX)
+            })
             .count();
         assert!(overlapping > 100, "{overlapping}");
     }

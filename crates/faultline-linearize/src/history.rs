@@ -210,10 +210,7 @@ mod tests {
     fn a_bad_line_is_named() {
         let text = "{\"client\":1,\"call\":0,\"input\":\"a\",\"return\":null}\n\n{\"client\":1}\n";
         let err = Ops::read_jsonl(text.as_bytes()).unwrap_err();
-        assert!(
-            matches!(err, HistoryError::Parse { line: 3, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, HistoryError::Parse { line: 3, .. }), "{err}");
     }
 
     #[test]
@@ -224,7 +221,8 @@ mod tests {
 
     #[test]
     fn a_return_before_its_call_is_refused() {
-        let err = Ops::new(vec![Operation::returned(4, 10, "a".into(), 9, "b".into())]).unwrap_err();
+        let err =
+            Ops::new(vec![Operation::returned(4, 10, "a".into(), 9, "b".into())]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "operation 0 (client 4) returns at 9, before its call at 10"

@@ -30,7 +30,14 @@
 //!   hashing the state.
 //! - **Operations that never returned** have a call and no return: nothing forces them to
 //!   take effect, so the search may linearize them anywhere after their call or leave them
-//!   out, and the model sees no output for them.
+//!   out, and the model sees no output for them. Three rules keep them cheap, each sound
+//!   because such an operation is optional: at each configuration the search tries them only
+//!   after the completed operations; a configuration is cut when one with the same completed
+//!   operations and state was reached with a subset of the never-returned ones (it had every
+//!   option this one has); and of several never-returned operations with equal inputs, once
+//!   called, only the earliest not yet linearized is tried, since any of them can stand for
+//!   another. On Jepsen's etcd histories, whose timed-out writes never return, this is what
+//!   makes the hard ones fast.
 //!
 //! The problem is NP-complete, so the search is exponential in the worst case. [`CheckOptions`]
 //! bounds it by a step count and a wall-clock timeout; when either runs out the verdict is
@@ -43,24 +50,44 @@
 //! linearizable if and only if each key's sub-history is (linearizability is *local*, in
 //! Herlihy and Wing's words). Each partition is searched on its own, from the model's initial
 //! state, which turns one search exponential in all the concurrency into several exponential
-//! only in each key's.
+//! only in each key's. The partitions take turns of a few thousand steps, so one slow key does
+//! not delay finding another key illegal, and the check stops at the first illegal one.
 //!
 //! # Counterexamples
 //!
 //! When a partition has no linearization the check shrinks it to a small sub-history that
-//! alone has none ([`Counterexample`]). Dropping operations can change *why* a history is
-//! illegal (drop the write a stale read saw, and the read now sees a value nothing wrote), so
-//! an operation is dropped only if the set stays illegal with that operation *relaxed* to one
-//! that never returned, which can do anything the original or its absence could. The result
-//! is **1-minimal**: relaxing any single one of its operations, and so also removing it, makes
-//! it linearizable. It is not necessarily the smallest illegal subset. The partition's
-//! `longest_prefix` (the deepest partial linearization the search built) is reported too.
+//! alone has none ([`Counterexample`]). Dropping operations outright can change *why* a
+//! history is illegal (drop the write a stale read saw, and the read now sees a value nothing
+//! wrote), so operations are instead *relaxed*, a run or one operation at a time and
+//! cumulatively: a relaxed operation may take effect at some instant of its interval with any
+//! output, or not at all, so it can do anything the original or its absence could, and a
+//! relaxation is kept when the partition stays illegal. Relaxed operations are then dropped
+//! unless one of the exact ones needs them. What is left:
+//!
+//! - the **operations**, exact: not linearizable on their own, nor with the context;
+//! - the **context**, relaxed: the operations without which some exact one would no longer be
+//!   needed, such as the write a stale read saw, or a never-returned write a read saw.
+//!
+//! The counterexample is **1-minimal** (when every attempt finished within its budget):
+//! relaxing any one of its operations as well makes it linearizable together with its
+//! context, so each is needed exactly as recorded. "Removing any one makes the rest
+//! linearizable" would be the wrong test: a stale read without the write it saw is still
+//! illegal, for another reason, so that write would never count as needed; the context holds
+//! such operations. It is not necessarily the smallest illegal subset. The partition report
+//! also gives the deepest partial linearization the search built.
 //!
 //! # Histories on disk
 //!
 //! [`History`] reads and writes JSON lines, one [`Operation`] per line, with the input and
-//! output in the model's own serde form; [`porcupine_format`] reads the two text formats of
-//! Porcupine's published test histories.
+//! output in the model's own serde form; a key-value put that returned, then a get that never
+//! did:
+//!
+//! ```text
+//! {"client":1,"call":0,"input":{"op":"put","key":"x","value":"1"},"return":{"time":10,"output":{"op":"put"}}}
+//! {"client":2,"call":4,"input":{"op":"get","key":"x"},"return":null}
+//! ```
+//!
+//! [`porcupine_format`] reads the two text formats of Porcupine's published test histories.
 //!
 //! ```
 //! use faultline_linearize::models::{KvInput, KvModel, KvOutput};

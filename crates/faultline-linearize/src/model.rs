@@ -9,8 +9,9 @@ use std::hash::Hash;
 /// Steps must be pure (same arguments, same answer): the checker replays them in many orders
 /// and caches the states they return.
 pub trait Model {
-    /// What a client asks.
-    type Input;
+    /// What a client asks. Equal inputs of operations that never returned are interchangeable
+    /// to the search, which tries only one of them at a time.
+    type Input: Eq + Hash;
     /// What a client is told.
     type Output;
     /// The state of one partition. Equal states must behave the same from then on: the cache

@@ -89,7 +89,9 @@ impl<I, O> Builder<I, O> {
         if let Some((_, _, at)) = self.open.get(&process) {
             return Err(FormatError {
                 line,
-                message: format!("process {process} invokes while its operation of line {at} is open"),
+                message: format!(
+                    "process {process} invokes while its operation of line {at} is open"
+                ),
             });
         }
         self.open.insert(process, (input, self.time, line));
@@ -113,10 +115,14 @@ impl<I, O> Builder<I, O> {
         let completion = complete(&input).map_err(|message| FormatError { line, message })?;
         match completion {
             Completion::Returned(output) => {
-                self.done
-                    .push((at, Operation::returned(process, call, input, self.time, output)));
+                self.done.push((
+                    at,
+                    Operation::returned(process, call, input, self.time, output),
+                ));
             }
-            Completion::Pending => self.done.push((at, Operation::pending(process, call, input))),
+            Completion::Pending => self
+                .done
+                .push((at, Operation::pending(process, call, input))),
             Completion::Dropped => {}
         }
         self.time += 1;
@@ -126,7 +132,8 @@ impl<I, O> Builder<I, O> {
     /// The history in invocation order; operations still open never returned.
     fn finish(mut self, lines: usize) -> Result<History<I, O>, FormatError> {
         for (process, (input, call, at)) in self.open {
-            self.done.push((at, Operation::pending(process, call, input)));
+            self.done
+                .push((at, Operation::pending(process, call, input)));
         }
         self.done.sort_by_key(|(at, _)| *at);
         let operations = self.done.into_iter().map(|(_, op)| op).collect();
@@ -138,7 +145,8 @@ impl<I, O> Builder<I, O> {
 }
 
 fn number<T: std::str::FromStr>(word: &str) -> Result<T, String> {
-    word.parse().map_err(|_| format!("{word:?} is not a number"))
+    word.parse()
+        .map_err(|_| format!("{word:?} is not a number"))
 }
 
 /// `[<from> <to>]`.
@@ -168,7 +176,8 @@ pub fn parse_etcd_log(text: &str) -> Result<History<RegisterInput, RegisterOutpu
             .map(|(_, rest)| rest)
             .ok_or_else(|| bad("not a `jepsen.util - ` event".into()))?;
         let mut words = rest.split_whitespace();
-        let (Some(process), Some(kind), Some(f)) = (words.next(), words.next(), words.next()) else {
+        let (Some(process), Some(kind), Some(f)) = (words.next(), words.next(), words.next())
+        else {
             return Err(bad("expected `<process> :<type> :<f> <value>`".into()));
         };
         let value = words.collect::<Vec<_>>().join(" ");
@@ -206,7 +215,11 @@ pub fn parse_etcd_log(text: &str) -> Result<History<RegisterInput, RegisterOutpu
                     Completion::Returned(RegisterOutput::Cas { ok: false })
                 }
                 (_, RegisterInput::Read) => Completion::Returned(RegisterOutput::Read {
-                    value: if value == "nil" { None } else { Some(number(&value)?) },
+                    value: if value == "nil" {
+                        None
+                    } else {
+                        Some(number(&value)?)
+                    },
                 }),
                 (_, RegisterInput::Write { .. }) => Completion::Returned(RegisterOutput::Write),
                 (_, RegisterInput::Cas { .. }) => {
@@ -252,7 +265,10 @@ fn edn_map(text: &str) -> Result<HashMap<String, Edn>, String> {
             return Ok(map);
         }
         let key = word(&mut chars);
-        let key = key.strip_prefix(':').ok_or(format!("key {key:?} is not a keyword"))?.to_string();
+        let key = key
+            .strip_prefix(':')
+            .ok_or(format!("key {key:?} is not a keyword"))?
+            .to_string();
         skip(&mut chars);
         let value = if chars.next_if_eq(&'"').is_some() {
             let mut s = String::new();
@@ -309,7 +325,8 @@ pub fn parse_kv_log(text: &str) -> Result<History<KvInput, KvOutput>, FormatErro
             other => return Err(bad(format!(":key is {other:?}"))),
         };
         let value = field("value")?;
-        let kind = Kind::parse(&format!(":{kind}")).ok_or_else(|| bad(format!("unknown type :{kind}")))?;
+        let kind =
+            Kind::parse(&format!(":{kind}")).ok_or_else(|| bad(format!("unknown type :{kind}")))?;
         if kind == Kind::Invoke {
             let input = match (f.as_str(), value) {
                 ("get", Edn::Nil) => KvInput::Get { key },
@@ -322,20 +339,24 @@ pub fn parse_kv_log(text: &str) -> Result<History<KvInput, KvOutput>, FormatErro
         }
         builder.complete(line, process, |input| {
             if input.key() != key {
-                return Err(format!("key {key:?} completes an operation on {:?}", input.key()));
+                return Err(format!(
+                    "key {key:?} completes an operation on {:?}",
+                    input.key()
+                ));
             }
             Ok(match (kind, input, f.as_str()) {
                 (Kind::Info, ..) | (Kind::Fail, KvInput::Get { .. }, "get") => Completion::Pending,
-                (Kind::Fail, KvInput::Put { .. }, "put") | (Kind::Fail, KvInput::Append { .. }, "append") => {
-                    Completion::Dropped
-                }
+                (Kind::Fail, KvInput::Put { .. }, "put")
+                | (Kind::Fail, KvInput::Append { .. }, "append") => Completion::Dropped,
                 (_, KvInput::Get { .. }, "get") => match value {
                     Edn::Str(value) => Completion::Returned(KvOutput::Get { value }),
                     other => return Err(format!("a get returned {other:?}")),
                 },
                 (_, KvInput::Put { .. }, "put") => Completion::Returned(KvOutput::Put),
                 (_, KvInput::Append { .. }, "append") => Completion::Returned(KvOutput::Append),
-                (_, input, f) => return Err(format!(":{f} completes an operation invoked as {input:?}")),
+                (_, input, f) => {
+                    return Err(format!(":{f} completes an operation invoked as {input:?}"));
+                }
             })
         })?;
     }
@@ -368,29 +389,71 @@ INFO  jepsen.util - 4\t:fail\t:write\t5
         let ops = h.operations();
         // The failed write is dropped; the rest keep their invocation order.
         assert_eq!(ops.len(), 6);
-        assert_eq!(ops[0], Operation::returned(0, 0, RegisterInput::Write { value: 3 }, 2, RegisterOutput::Write));
-        assert_eq!(ops[1], Operation::returned(1, 1, RegisterInput::Read, 3, RegisterOutput::Read { value: Some(3) }));
+        assert_eq!(
+            ops[0],
+            Operation::returned(
+                0,
+                0,
+                RegisterInput::Write { value: 3 },
+                2,
+                RegisterOutput::Write
+            )
+        );
+        assert_eq!(
+            ops[1],
+            Operation::returned(
+                1,
+                1,
+                RegisterInput::Read,
+                3,
+                RegisterOutput::Read { value: Some(3) }
+            )
+        );
         assert_eq!(
             ops[2],
-            Operation::returned(2, 4, RegisterInput::Cas { from: 3, to: 4 }, 8, RegisterOutput::Cas { ok: false })
+            Operation::returned(
+                2,
+                4,
+                RegisterInput::Cas { from: 3, to: 4 },
+                8,
+                RegisterOutput::Cas { ok: false }
+            )
         );
         // A timed-out read, an :info write and a cas open at the end never returned.
         assert_eq!(ops[3], Operation::pending(1, 5, RegisterInput::Read));
-        assert_eq!(ops[4], Operation::pending(0, 6, RegisterInput::Write { value: 1 }));
-        assert_eq!(ops[5], Operation::pending(3, 9, RegisterInput::Cas { from: 1, to: 2 }));
+        assert_eq!(
+            ops[4],
+            Operation::pending(0, 6, RegisterInput::Write { value: 1 })
+        );
+        assert_eq!(
+            ops[5],
+            Operation::pending(3, 9, RegisterInput::Cas { from: 1, to: 2 })
+        );
     }
 
     #[test]
     fn etcd_errors_name_the_line() {
-        let twice = "INFO  jepsen.util - 0 :invoke :read nil\nINFO  jepsen.util - 0 :invoke :read nil\n";
+        let twice =
+            "INFO  jepsen.util - 0 :invoke :read nil\nINFO  jepsen.util - 0 :invoke :read nil\n";
         assert_eq!(
             parse_etcd_log(twice).unwrap_err().to_string(),
             "line 2: process 0 invokes while its operation of line 1 is open"
         );
         let orphan = "INFO  jepsen.util - 7 :ok :read 1\n";
-        assert!(parse_etcd_log(orphan).unwrap_err().to_string().starts_with("line 1: process 7"));
-        let mismatch = "INFO  jepsen.util - 0 :invoke :read nil\nINFO  jepsen.util - 0 :ok :write 1\n";
-        assert!(parse_etcd_log(mismatch).unwrap_err().to_string().starts_with("line 2: :write completes"));
+        assert!(
+            parse_etcd_log(orphan)
+                .unwrap_err()
+                .to_string()
+                .starts_with("line 1: process 7")
+        );
+        let mismatch =
+            "INFO  jepsen.util - 0 :invoke :read nil\nINFO  jepsen.util - 0 :ok :write 1\n";
+        assert!(
+            parse_etcd_log(mismatch)
+                .unwrap_err()
+                .to_string()
+                .starts_with("line 2: :write completes")
+        );
         assert!(parse_etcd_log("INFO  jepsen.util - 0 :invoke :cas [1]\n").is_err());
         assert!(parse_etcd_log("something else\n").is_err());
     }
@@ -404,24 +467,57 @@ INFO  jepsen.util - 4\t:fail\t:write\t5
 {:process 2, :type :invoke, :f :append, :key "b", :value "y"}
 "#;
         let h = parse_kv_log(text).unwrap();
-        let put = KvInput::Put { key: "a".into(), value: "x \"1\"".into() };
-        assert_eq!(h.operations()[0], Operation::returned(0, 0, put, 2, KvOutput::Put));
+        let put = KvInput::Put {
+            key: "a".into(),
+            value: "x \"1\"".into(),
+        };
+        assert_eq!(
+            h.operations()[0],
+            Operation::returned(0, 0, put, 2, KvOutput::Put)
+        );
         assert_eq!(
             h.operations()[1],
-            Operation::returned(1, 1, KvInput::Get { key: "a".into() }, 3, KvOutput::Get { value: "x \"1\"".into() })
+            Operation::returned(
+                1,
+                1,
+                KvInput::Get { key: "a".into() },
+                3,
+                KvOutput::Get {
+                    value: "x \"1\"".into()
+                }
+            )
         );
         assert_eq!(
             h.operations()[2],
-            Operation::pending(2, 4, KvInput::Append { key: "b".into(), value: "y".into() })
+            Operation::pending(
+                2,
+                4,
+                KvInput::Append {
+                    key: "b".into(),
+                    value: "y".into()
+                }
+            )
         );
     }
 
     #[test]
     fn kv_errors_name_the_line() {
         let text = "{:process 0, :type :invoke, :f :get, :key \"a\", :value nil}\n{:process 0, :type :ok, :f :get, :key \"b\", :value \"\"}\n";
-        assert!(parse_kv_log(text).unwrap_err().to_string().starts_with("line 2: key \"b\""));
-        assert!(parse_kv_log("{:process 0, :type :invoke}\n").unwrap_err().to_string().contains("no :f"));
+        assert!(
+            parse_kv_log(text)
+                .unwrap_err()
+                .to_string()
+                .starts_with("line 2: key \"b\"")
+        );
+        assert!(
+            parse_kv_log("{:process 0, :type :invoke}\n")
+                .unwrap_err()
+                .to_string()
+                .contains("no :f")
+        );
         assert!(parse_kv_log("{:process 0 :type}\n").is_err());
-        assert!(parse_kv_log("{:process 0, :type :invoke, :f :get, :key \"a, :value nil}\n").is_err());
+        assert!(
+            parse_kv_log("{:process 0, :type :invoke, :f :get, :key \"a, :value nil}\n").is_err()
+        );
     }
 }

@@ -119,7 +119,9 @@ mod tests {
     #[test]
     fn append_extends_and_get_must_match() {
         let m = KvModel;
-        let s = m.step(&m.init(), &append("a"), Some(&KvOutput::Append)).unwrap();
+        let s = m
+            .step(&m.init(), &append("a"), Some(&KvOutput::Append))
+            .unwrap();
         let s = m.step(&s, &append("b"), None).unwrap();
         assert_eq!(s, "ab");
         let get = KvInput::Get { key: "k".into() };
@@ -139,7 +141,10 @@ mod tests {
             serde_json::to_string(&put).unwrap(),
             r#"{"op":"put","key":"x","value":"1"}"#
         );
-        assert_eq!(serde_json::to_string(&KvOutput::Put).unwrap(), r#"{"op":"put"}"#);
+        assert_eq!(
+            serde_json::to_string(&KvOutput::Put).unwrap(),
+            r#"{"op":"put"}"#
+        );
         assert_eq!(
             KvModel.describe_operation(&put, None),
             r#"put("x", "1") -> ?"#

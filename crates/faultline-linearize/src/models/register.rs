@@ -67,7 +67,9 @@ impl Model for RegisterModel {
             (RegisterInput::Read, Some(RegisterOutput::Read { value })) => {
                 (value == state).then_some(*state)
             }
-            (RegisterInput::Write { value }, None | Some(RegisterOutput::Write)) => Some(Some(*value)),
+            (RegisterInput::Write { value }, None | Some(RegisterOutput::Write)) => {
+                Some(Some(*value))
+            }
             (RegisterInput::Cas { from, to }, output) => {
                 let swaps = *state == Some(*from);
                 match output {
