@@ -39,8 +39,11 @@ pub enum Failure {
     Linearizability {
         /// The key whose operations admit no order.
         key: String,
-        /// A small set of that key's operations that alone admit none.
+        /// A small set of that key's operations that admit none, even with the context.
         operations: Vec<String>,
+        /// Operations of that key the set needs as background, each free to have taken effect
+        /// anywhere in its interval or not at all (typically the write a stale read saw).
+        context: Vec<String>,
         /// Whether removing any one of them makes them linearizable.
         one_minimal: bool,
     },
@@ -188,18 +191,21 @@ fn first_failure(schedule: &Schedule, report: &RunReport, completed: usize) -> O
         Verdict::Linearizable => {}
         Verdict::Unknown => return Some(Failure::CheckerBudget),
         Verdict::Illegal => {
-            let (key, operations, one_minimal) = match result.counterexample {
-                Some(c) => {
-                    let ops = report.history.operations();
-                    let lines = c.operations.iter().map(|&i| describe(&ops[i])).collect();
-                    (c.key, lines, c.one_minimal)
-                }
-                None => (String::new(), Vec::new(), false),
-            };
-            return Some(Failure::Linearizability {
-                key,
-                operations,
-                one_minimal,
+            let ops = report.history.operations();
+            let lines = |indices: &[usize]| indices.iter().map(|&i| describe(&ops[i])).collect();
+            return Some(match result.counterexample {
+                Some(c) => Failure::Linearizability {
+                    operations: lines(&c.operations),
+                    context: lines(&c.context),
+                    key: c.key,
+                    one_minimal: c.one_minimal,
+                },
+                None => Failure::Linearizability {
+                    key: String::new(),
+                    operations: Vec::new(),
+                    context: Vec::new(),
+                    one_minimal: false,
+                },
             });
         }
     }
