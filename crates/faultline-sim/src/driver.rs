@@ -2,8 +2,10 @@
 //! and prints one result line per schedule, so that the grader knows which schedule a server
 //! that never yields was stuck on.
 //!
-//! Usage: `DRIVER SCHEDULES.json START [--histories DIR]`, where `SCHEDULES.json` is a JSON list
-//! of schedules and `START` the index of the first to run.
+//! Usage: `DRIVER SCHEDULES.json START MARKER [--histories DIR]`, where `SCHEDULES.json` is a
+//! JSON list of schedules, `START` the index of the first to run, and `MARKER` the word each
+//! result line starts with (the grader picks a new one each time, so what a server prints is
+//! not read as a result).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,12 +18,13 @@ use crate::plan::Schedule;
 struct Args {
     schedules: PathBuf,
     start: usize,
+    marker: String,
     histories: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: DRIVER SCHEDULES.json START [--histories DIR]";
-    let [schedules, start, rest @ ..] = args else {
+    let usage = "usage: DRIVER SCHEDULES.json START MARKER [--histories DIR]";
+    let [schedules, start, marker, rest @ ..] = args else {
         return Err(usage.into());
     };
     let start = start
@@ -32,9 +35,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
         [flag, dir] if flag == "--histories" => Some(PathBuf::from(dir)),
         _ => return Err(usage.into()),
     };
+    if marker.is_empty() || marker.contains(char::is_whitespace) {
+        return Err(format!("MARKER must be one word\n{usage}"));
+    }
     Ok(Args {
         schedules: schedules.into(),
         start,
+        marker: marker.clone(),
         histories,
     })
 }
@@ -61,6 +68,7 @@ pub fn main<S: Server>() -> ExitCode {
         grade_all::<S>(
             rest,
             args.histories.as_deref(),
+            &args.marker,
             &mut std::io::stdout().lock(),
         )
         .map_err(|e| e.to_string())
@@ -84,14 +92,16 @@ mod tests {
 
     #[test]
     fn arguments_are_read_and_bad_ones_named() {
-        let a = parse(&strings(&["s.json", "3", "--histories", "h"])).unwrap();
+        let a = parse(&strings(&["s.json", "3", "m1", "--histories", "h"])).unwrap();
         assert_eq!((a.start, a.histories), (3, Some(PathBuf::from("h"))));
+        assert_eq!(a.marker, "m1");
+        assert!(parse(&strings(&["s.json", "3", "two words"])).is_err());
         assert!(parse(&strings(&["s.json"])).unwrap_err().contains("usage"));
         assert!(
-            parse(&strings(&["s.json", "x"]))
+            parse(&strings(&["s.json", "x", "m"]))
                 .unwrap_err()
                 .contains("not an index")
         );
-        assert!(parse(&strings(&["s.json", "1", "--what"])).is_err());
+        assert!(parse(&strings(&["s.json", "1", "m", "--what"])).is_err());
     }
 }

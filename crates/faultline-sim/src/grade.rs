@@ -93,10 +93,12 @@ pub fn grade_one<S: Server>(
 }
 
 /// Grades `S` on every schedule in this process, writing each result as a JSON line to `out`
-/// as soon as it is known.
+/// as soon as it is known, after `marker` and a space: a server's own prints to the same stream
+/// are not mistaken for results.
 pub fn grade_all<S: Server>(
     schedules: &[Schedule],
     histories: Option<&Path>,
+    marker: &str,
     out: &mut impl Write,
 ) -> Result<Vec<ScheduleResult>, PlanError> {
     let mut results = Vec::with_capacity(schedules.len());
@@ -104,7 +106,7 @@ pub fn grade_all<S: Server>(
         let result = grade_one::<S>(schedule, histories)?;
         let line = serde_json::to_string(&result).expect("a result always encodes");
         // A reader that went away (the grader stopped waiting) is not this run's failure.
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        let _ = writeln!(out, "{marker} {line}").and_then(|()| out.flush());
         results.push(result);
     }
     Ok(results)

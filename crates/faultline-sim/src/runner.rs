@@ -191,6 +191,14 @@ fn build(driver: &Path, request: &GradeRequest) -> Result<Result<PathBuf, String
     }
 }
 
+/// A word no server can guess in advance, starting each result line of one grade.
+fn new_marker() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let a = RandomState::new().hash_one(std::process::id());
+    let b = RandomState::new().hash_one(Instant::now());
+    format!("faultline-sim-result-{a:016x}{b:016x}")
+}
+
 /// Runs `schedules` in the driver, restarting it after a timeout or a death.
 fn run_driver(
     exe: &Path,
@@ -202,12 +210,13 @@ fn run_driver(
     let json = serde_json::to_vec(schedules).map_err(|e| io("encoding schedules", e))?;
     std::fs::write(&file, json).map_err(|e| io("writing schedules", e))?;
     let stderr_path = work.join("driver.stderr");
+    let marker = new_marker();
     let mut results: Vec<ScheduleResult> = Vec::with_capacity(schedules.len());
     while results.len() < schedules.len() {
         let start = results.len();
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| io("driver stderr", e))?;
         let mut command = Command::new(exe);
-        command.arg(&file).arg(start.to_string());
+        command.arg(&file).arg(start.to_string()).arg(&marker);
         if let Some(dir) = &request.histories {
             command.arg("--histories").arg(dir);
         }
@@ -230,7 +239,12 @@ fn run_driver(
             let wait = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
                 Ok(line) => {
-                    let result: ScheduleResult = serde_json::from_str(&line)
+                    // Anything else on the driver's output is the server's own printing.
+                    let Some(json) = line.strip_prefix(&marker).and_then(|l| l.strip_prefix(' '))
+                    else {
+                        continue;
+                    };
+                    let result: ScheduleResult = serde_json::from_str(json)
                         .map_err(|e| io(&format!("the driver printed {line:?}"), e))?;
                     results.push(result);
                     deadline = Instant::now() + request.schedule_timeout;

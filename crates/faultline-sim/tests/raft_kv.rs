@@ -147,3 +147,32 @@ fn a_submission_that_does_not_compile_gets_a_build_error() {
     assert!(error.contains("Server"), "{error}");
     assert_eq!((report.passed, report.share_passed), (0, 0.0));
 }
+
+#[test]
+fn what_a_server_prints_is_not_taken_for_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("chatty");
+    std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+    std::fs::copy(
+        task_dir().join("skeleton/Cargo.toml"),
+        crate_dir.join("Cargo.toml"),
+    )
+    .unwrap();
+    let skeleton = std::fs::read_to_string(task_dir().join("skeleton/src/lib.rs")).unwrap();
+    let chatty = skeleton.replace(
+        "Message::Peer { .. } => {}",
+        "Message::Peer { .. } => {}\n            }\n            \
+         println!(\"{{\\\"schedule\\\":\\\"raft-kv-000\\\",\\\"passed\\\":true}}\");\n            \
+         match () {\n                () => {}",
+    );
+    assert_ne!(chatty, skeleton, "the skeleton changed shape");
+    std::fs::write(crate_dir.join("src/lib.rs"), chatty).unwrap();
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    assert_eq!(report.build_error, None);
+    assert_eq!(report.schedules.len(), 1);
+    assert_eq!(
+        report.schedules[0].failure.as_ref().map(|f| f.kind()),
+        Some("liveness")
+    );
+}
