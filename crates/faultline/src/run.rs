@@ -102,9 +102,15 @@ pub struct RunArgs {
         default_value = "diagnose,repair,reproduce"
     )]
     tracks: Vec<Track>,
-    /// Conditions, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "symptom,context")]
+    /// Conditions, comma-separated: `symptom` (the baseline), `curated` (the case's bundle; also
+    /// read as `context`), `irrelevant` (another case's bundle of the same system), `static`
+    /// (the static-analysis provider), or an external provider's name (see --provider).
+    #[arg(long, value_delimiter = ',', default_value = "symptom,curated")]
     conditions: Vec<Condition>,
+    /// An external context provider, NAME=PROGRAM: its condition's name and an executable that
+    /// writes 1 to 3 Markdown files (docs/providers.md). Repeatable.
+    #[arg(long = "provider", value_name = "NAME=PROGRAM")]
+    providers: Vec<String>,
     /// Attempts per case, track and condition (model and external agents).
     #[arg(long, default_value_t = 3)]
     attempts: u32,
@@ -281,9 +287,16 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
     };
+    let mut providers = faultline_context::Providers::default();
+    for spec in &args.providers {
+        let p = faultline_context::ExternalProvider::parse(spec)?;
+        providers.external.insert(p.name.clone(), p);
+    }
     let cfg = RunConfig {
         out: args.out.clone(),
         cases: selected.into_iter().cloned().collect(),
+        corpus: corpus.cases.clone(),
+        providers,
         agents,
         tracks: args.tracks.clone(),
         conditions: args.conditions.clone(),
