@@ -100,7 +100,20 @@ impl Providers {
     /// made it for this exact case, else produced, checked and cached.
     pub async fn bundle(&self, condition: &Condition, inputs: &Inputs<'_>) -> Result<Bundle> {
         let case = inputs.case;
-        let version = self.version(condition)?;
+        let mut version = self.version(condition)?;
+        if condition.kind() == ConditionKind::Irrelevant {
+            // The control's text is another case's: which one, and its state, are part of the key.
+            version.push_str(&match irrelevant::source_case(case, inputs.corpus) {
+                Some(other) => format!(
+                    ":{}-{}",
+                    other.id(),
+                    &other
+                        .content_sha256()
+                        .with_context(|| format!("hashing {}", other.id()))?[..16]
+                ),
+                None => ":none".into(),
+            });
+        }
         let hash = case
             .content_sha256()
             .with_context(|| format!("hashing {}", case.id()))?;
