@@ -2,8 +2,8 @@
 //!
 //! A condition with a bundle names a provider: `curated` (the case's own bundle), `irrelevant`
 //! (another case's bundle of the same system, the control for "more text"), `static` (a
-//! deterministic static analysis led by the symptom), or an external program
-//! ([`ExternalProvider`]). Every bundle, whoever wrote it, passes the same gate before any agent
+//! deterministic static analysis led by the symptom), a model ([`ModelProvider`], `model:NAME`),
+//! or an external program ([`ExternalProvider`]). Every bundle, whoever wrote it, passes the same gate before any agent
 //! sees it: one to three Markdown files, within the bundle token budget, and clean under the
 //! case's leak check. A bundle that fails is refused for that case, with the reason recorded,
 //! never cut to fit. Bundles are cached in the data directory per case (by its content hash) and
@@ -11,6 +11,7 @@
 
 pub mod external;
 pub mod irrelevant;
+pub mod model;
 pub mod static_analysis;
 
 use anyhow::{Context, Result, bail};
@@ -22,6 +23,7 @@ use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::Toolchain;
 use faultline_schema::bundle::{BUNDLE_SCHEMA_VERSION, BundleDir, MAX_BUNDLE_FILES};
 use faultline_schema::{BundleRecord, BundleStatus, Condition, ConditionKind};
+pub use model::ModelProvider;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -30,6 +32,8 @@ use std::time::Instant;
 pub struct Providers {
     /// External providers by condition name.
     pub external: BTreeMap<String, ExternalProvider>,
+    /// Model providers by the name after `model:`.
+    pub models: BTreeMap<String, ModelProvider>,
 }
 
 /// What a provider needs of one case.
@@ -61,6 +65,7 @@ struct Produced {
     source_case: Option<String>,
     failure: Option<String>,
     log_tail: Option<String>,
+    cost_usd: Option<f64>,
 }
 
 impl Providers {
@@ -71,9 +76,9 @@ impl Providers {
                 ConditionKind::External(name) if !self.external.contains_key(name) => bail!(
                     "condition `{c}` names no provider: declare it with --provider {c}=PROGRAM"
                 ),
-                ConditionKind::Model(_) => bail!(
-                    "condition `{c}`: model providers are not available yet; use curated, \
-                     irrelevant, static or an external provider"
+                ConditionKind::Model(name) if !self.models.contains_key(name) => bail!(
+                    "condition `{c}` needs its model: run with --model {name} (and --base-url, \
+                     --protocol as for a model agent)"
                 ),
                 _ => {}
             }
@@ -92,7 +97,10 @@ impl Providers {
                 Some(p) => p.version()?,
                 None => bail!("no provider is declared for condition `{condition}`"),
             },
-            ConditionKind::Model(_) => bail!("model providers are not available yet"),
+            ConditionKind::Model(name) => match self.models.get(name) {
+                Some(m) => m.version(),
+                None => bail!("no model is configured for condition `{condition}`"),
+            },
         })
     }
 
@@ -145,6 +153,7 @@ impl Providers {
             source_case: None,
             failure: None,
             log_tail: None,
+            cost_usd: None,
         };
         Ok(match condition.kind() {
             ConditionKind::Symptom => none(Vec::new()),
@@ -181,13 +190,23 @@ impl Providers {
                     )
                     .await?;
                 Produced {
-                    files: out.files,
-                    source_case: None,
                     failure: out.failure,
                     log_tail: Some(out.log_tail),
+                    ..none(out.files)
                 }
             }
-            ConditionKind::Model(_) => bail!("model providers are not available yet"),
+            ConditionKind::Model(name) => {
+                let model = self
+                    .models
+                    .get(name)
+                    .with_context(|| format!("no model is configured for `{condition}`"))?;
+                let root = &inputs.prepared.template(TemplateKind::Agent).workspace;
+                let written = model.write(root, &case.symptom).await?;
+                Produced {
+                    cost_usd: written.cost_usd,
+                    ..none(written.files)
+                }
+            }
         })
     }
 }
@@ -260,7 +279,7 @@ fn gate(
         },
         tokens,
         leaks,
-        cost_usd: None,
+        cost_usd: produced.cost_usd,
         seconds: started.elapsed().as_secs_f64(),
         log_tail: produced.log_tail,
     };

@@ -79,7 +79,11 @@ async fn a_provider_that_reaches_for_the_answer_is_denied_and_recorded() {
     // Strict: the first failed read ends the provider, and its run is refused with the log.
     let strict = provider(dir.path(), "strict", &format!("set -e\n{reads}"));
     let b = bundle(&strict, "strict", &[]).await;
-    assert!(refusal(&b).contains("the provider failed"), "{:?}", b.record);
+    assert!(
+        refusal(&b).contains("the provider failed"),
+        "{:?}",
+        b.record
+    );
     let log = b.record.log_tail.as_deref().unwrap();
     assert!(log.contains("No such file or directory"), "{log}");
     assert!(log.contains(&f.case.dir.join("oracle").display().to_string()));
@@ -96,7 +100,10 @@ async fn a_provider_that_reaches_for_the_answer_is_denied_and_recorded() {
     let b = bundle(&lenient, "lenient", &[]).await;
     assert_eq!(b.record.status, BundleStatus::Ready, "{:?}", b.record);
     let found = &b.files.iter().find(|x| x.name == "found.md").unwrap().text;
-    assert!(!found.contains(oracle_text.trim()), "the oracle leaked: {found}");
+    assert!(
+        !found.contains(oracle_text.trim()),
+        "the oracle leaked: {found}"
+    );
     assert!(found.trim().is_empty(), "a secret was readable: {found}");
     let seen = &b.files.iter().find(|x| x.name == "seen.md").unwrap().text;
     assert!(seen.contains("lib.rs") && seen.contains(f.case.symptom.lines().next().unwrap()));
@@ -144,12 +151,24 @@ async fn a_bundle_is_cached_until_its_provider_changes() {
     let script = "cat /proc/sys/kernel/random/uuid > /output/id.md\n";
     let p = provider(dir.path(), "stamp", script);
     let first = bundle(&p, "stamp", &[]).await;
-    assert_eq!(first.record.status, BundleStatus::Ready, "{:?}", first.record);
-    assert_eq!(bundle(&p, "stamp", &[]).await, first, "the cache was not used");
+    assert_eq!(
+        first.record.status,
+        BundleStatus::Ready,
+        "{:?}",
+        first.record
+    );
+    assert_eq!(
+        bundle(&p, "stamp", &[]).await,
+        first,
+        "the cache was not used"
+    );
     // The same name with another program is another version: produced again.
     let changed = provider(dir.path(), "stamp", &format!("# edited\n{script}"));
     let second = bundle(&changed, "stamp", &[]).await;
-    assert_ne!(second.record.provider_version, first.record.provider_version);
+    assert_ne!(
+        second.record.provider_version,
+        first.record.provider_version
+    );
     assert_ne!(second.files, first.files);
 }
 
@@ -177,5 +196,10 @@ async fn the_built_in_providers_on_the_fixture() {
     assert_eq!(control.record.source_case.as_deref(), Some("toy-other"));
     assert_eq!(control.files[0].text, "Replica b logged 4 merges.\n");
     let unknown = Providers::default().check(&[Condition::new("mine").unwrap()]);
-    assert!(unknown.unwrap_err().to_string().contains("--provider mine="));
+    assert!(
+        unknown
+            .unwrap_err()
+            .to_string()
+            .contains("--provider mine=")
+    );
 }

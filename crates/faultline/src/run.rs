@@ -104,7 +104,8 @@ pub struct RunArgs {
     tracks: Vec<Track>,
     /// Conditions, comma-separated: `symptom` (the baseline), `curated` (the case's bundle; also
     /// read as `context`), `irrelevant` (another case's bundle of the same system), `static`
-    /// (the static-analysis provider), or an external provider's name (see --provider).
+    /// (the static-analysis provider), `model:NAME` (a model writes the bundle; on --base-url and
+    /// --protocol as model agents), or an external provider's name (see --provider).
     #[arg(long, value_delimiter = ',', default_value = "symptom,curated")]
     conditions: Vec<Condition>,
     /// An external context provider, NAME=PROGRAM: its condition's name and an executable that
@@ -188,11 +189,7 @@ fn parse_agents(
     if specs.is_empty() {
         specs.push("baselines".into());
     }
-    let protocol = match args.protocol.as_str() {
-        "openai" => Protocol::OpenAiChat,
-        "anthropic" => Protocol::AnthropicMessages,
-        other => bail!("unknown protocol `{other}`; use openai or anthropic"),
-    };
+    let protocol = protocol(args)?;
     let mut out = Vec::new();
     for spec in specs {
         if spec == "baselines" {
@@ -247,6 +244,38 @@ fn parse_agents(
     Ok(out)
 }
 
+fn protocol(args: &RunArgs) -> Result<Protocol> {
+    Ok(match args.protocol.as_str() {
+        "openai" => Protocol::OpenAiChat,
+        "anthropic" => Protocol::AnthropicMessages,
+        other => bail!("unknown protocol `{other}`; use openai or anthropic"),
+    })
+}
+
+/// The providers of the run's conditions beyond the built-in ones: `--provider` programs, and
+/// the models `model:NAME` conditions name (on the connection flags of model agents).
+fn providers(args: &RunArgs, pricing: &PricingTable) -> Result<faultline_context::Providers> {
+    let mut providers = faultline_context::Providers::default();
+    for spec in &args.providers {
+        let p = faultline_context::ExternalProvider::parse(spec)?;
+        providers.external.insert(p.name.clone(), p);
+    }
+    for c in &args.conditions {
+        if let faultline_schema::ConditionKind::Model(name) = c.kind() {
+            let client = ModelClient::new(model_config(args, protocol(args)?, name)?)?;
+            providers.models.insert(
+                name.to_string(),
+                faultline_context::ModelProvider {
+                    name: name.to_string(),
+                    client: Arc::new(client),
+                    pricing: pricing.clone(),
+                },
+            );
+        }
+    }
+    Ok(providers)
+}
+
 /// The configuration of a model named on the command line, checked before the run starts.
 fn model_config(args: &RunArgs, protocol: Protocol, name: &str) -> Result<ModelConfig> {
     let mut model = ModelConfig::new(protocol, name);
@@ -287,11 +316,7 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
     };
-    let mut providers = faultline_context::Providers::default();
-    for spec in &args.providers {
-        let p = faultline_context::ExternalProvider::parse(spec)?;
-        providers.external.insert(p.name.clone(), p);
-    }
+    let providers = providers(&args, &pricing)?;
     let cfg = RunConfig {
         out: args.out.clone(),
         cases: selected.into_iter().cloned().collect(),
