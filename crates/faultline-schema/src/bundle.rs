@@ -117,10 +117,10 @@ impl BundleDir {
         &self,
         record: &BundleRecord,
         files: &[BundleFile],
-    ) -> Result<(), crate::rundir::WriteError> {
+    ) -> Result<(), crate::io::WriteError> {
         let io_error = |path: &std::path::Path| {
             let path = path.to_path_buf();
-            move |source| crate::rundir::WriteError { path, source }
+            move |source| crate::io::WriteError { path, source }
         };
         if self.root.exists() {
             std::fs::remove_dir_all(&self.root).map_err(io_error(&self.root))?;

@@ -63,17 +63,7 @@ pub const ARCHIVED_TRIAL_FILES: [&str; 6] = [
     GRADE_FILE,
 ];
 
-/// Why a file of a run directory could not be written. The message names the file; the cause
-/// is the error's `source`.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}")]
-pub struct WriteError {
-    /// The file.
-    pub path: PathBuf,
-    /// The underlying error.
-    #[source]
-    pub source: io::Error,
-}
+pub use crate::io::WriteError;
 
 fn write_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), WriteError> {
     write_json_atomic(&path, value).map_err(|source| WriteError { path, source })

@@ -244,36 +244,13 @@ fn parse_agents(
     Ok(out)
 }
 
+/// The wire protocol `--protocol` names, for model agents and model providers alike.
 fn protocol(args: &RunArgs) -> Result<Protocol> {
     Ok(match args.protocol.as_str() {
         "openai" => Protocol::OpenAiChat,
         "anthropic" => Protocol::AnthropicMessages,
         other => bail!("unknown protocol `{other}`; use openai or anthropic"),
     })
-}
-
-/// The providers of the run's conditions beyond the built-in ones: `--provider` programs, and
-/// the models `model:NAME` conditions name (on the connection flags of model agents).
-fn providers(args: &RunArgs, pricing: &PricingTable) -> Result<faultline_context::Providers> {
-    let mut providers = faultline_context::Providers::default();
-    for spec in &args.providers {
-        let p = faultline_context::ExternalProvider::parse(spec)?;
-        providers.external.insert(p.name.clone(), p);
-    }
-    for c in &args.conditions {
-        if let faultline_schema::ConditionKind::Model(name) = c.kind() {
-            let client = ModelClient::new(model_config(args, protocol(args)?, name)?)?;
-            providers.models.insert(
-                name.to_string(),
-                faultline_context::ModelProvider {
-                    name: name.to_string(),
-                    client: Arc::new(client),
-                    pricing: pricing.clone(),
-                },
-            );
-        }
-    }
-    Ok(providers)
 }
 
 /// The configuration of a model named on the command line, checked before the run starts.
@@ -316,7 +293,12 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
     };
-    let providers = providers(&args, &pricing)?;
+    let providers = crate::providers::providers(
+        &args.providers,
+        &args.conditions,
+        |name| model_config(&args, protocol(&args)?, name),
+        &pricing,
+    )?;
     let cfg = RunConfig {
         out: args.out.clone(),
         cases: selected.into_iter().cloned().collect(),

@@ -14,17 +14,11 @@ use std::process::Stdio;
 fn a_run_with_providers_records_their_bundles_and_reports_each_effect() {
     let tmp = tempfile::tempdir().unwrap();
     let (data, run) = (tmp.path().join("data"), tmp.path().join("run"));
-    let program = tmp.path().join("notes.sh");
-    std::fs::write(
-        &program,
-        "#!/bin/sh\n{ echo '# Files of the crate'; ls $FAULTLINE_WORKSPACE/src; } > /output/files.md\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &program,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    // The documented example provider.
+    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/examples/mentions.sh")
+        .canonicalize()
+        .unwrap();
     let status = faultline(&data)
         .args([
             "run",
@@ -38,10 +32,10 @@ fn a_run_with_providers_records_their_bundles_and_reports_each_effect() {
             "--tracks",
             "diagnose,repair",
             "--conditions",
-            "symptom,context,irrelevant,static,notes",
+            "symptom,context,irrelevant,static,mentions",
             "--provider",
         ])
-        .arg(format!("notes={}", program.display()))
+        .arg(format!("mentions={}", program.display()))
         .arg("--out")
         .arg(&run)
         .stdout(Stdio::null())
@@ -56,20 +50,29 @@ fn a_run_with_providers_records_their_bundles_and_reports_each_effect() {
             .unwrap()
             .unwrap_or_else(|| panic!("no {c} bundle recorded"))
     };
-    for c in ["curated", "static", "notes"] {
+    for c in ["curated", "static", "mentions"] {
         let (record, files) = bundle(c);
         assert_eq!(record.status, BundleStatus::Ready, "{record:?}");
         assert!(!files.is_empty() && record.tokens > 0);
     }
-    assert!(bundle("notes").1[0].text.contains("lib.rs"));
+    assert!(
+        bundle("mentions").1[0]
+            .text
+            .starts_with("# Where the symptom's code words appear")
+    );
     // The fixture corpus has one case of its system: the control has nothing to show.
     let (irrelevant, _) = bundle("irrelevant");
     assert_eq!(irrelevant.status, BundleStatus::Refused);
-    assert!(BundleDir::at(run.join("bundles/toy-double-merge/symptom")).read().unwrap().is_none());
+    assert!(
+        BundleDir::at(run.join("bundles/toy-double-merge/symptom"))
+            .read()
+            .unwrap()
+            .is_none()
+    );
 
     let conditions: BTreeSet<Condition> = records(&run).into_iter().map(|r| r.condition).collect();
     let names: Vec<&str> = conditions.iter().map(Condition::as_str).collect();
-    assert_eq!(names, ["symptom", "curated", "notes", "static"]);
+    assert_eq!(names, ["symptom", "curated", "mentions", "static"]);
     // Each trial's task names the files its condition showed.
     let task: faultline_schema::Task = serde_json::from_str(
         &std::fs::read_to_string(
@@ -87,7 +90,7 @@ fn a_run_with_providers_records_their_bundles_and_reports_each_effect() {
         .iter()
         .map(|e| (e.condition.to_string(), e.agent.clone().unwrap_or_default()))
         .collect();
-    for c in ["curated", "static", "notes"] {
+    for c in ["curated", "static", "mentions"] {
         assert!(effects.contains(&(c.into(), "gold".into())), "{effects:?}");
     }
     let providers: Vec<(&str, usize, usize)> = report
@@ -97,7 +100,12 @@ fn a_run_with_providers_records_their_bundles_and_reports_each_effect() {
         .collect();
     assert_eq!(
         providers,
-        [("curated", 1, 0), ("irrelevant", 0, 1), ("notes", 1, 0), ("static", 1, 0)]
+        [
+            ("curated", 1, 0),
+            ("irrelevant", 0, 1),
+            ("mentions", 1, 0),
+            ("static", 1, 0)
+        ]
     );
     let md = tmp.path().join("report.md");
     let ok = faultline(&data)
