@@ -42,7 +42,7 @@ pub struct TrialEnv {
     pub task: Task,
     /// The symptom text.
     pub symptom: String,
-    /// The bundle (shown only in the `context` condition).
+    /// The bundle of the trial's condition (empty in `symptom`).
     pub bundle: Vec<BundleFile>,
     /// The trial's workspace on the host (mounted at `/workspace`).
     pub workspace: PathBuf,
