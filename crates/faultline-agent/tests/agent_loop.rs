@@ -392,7 +392,7 @@ async fn external(
         &f.case,
         &f.prepared,
         task,
-        Vec::new(),
+        f.case.bundle.clone(),
         &f.data,
         &f.toolchain,
     )

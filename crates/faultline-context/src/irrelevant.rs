@@ -5,20 +5,19 @@
 
 use faultline_corpus::Case;
 
-/// The case whose curated bundle stands in for `case`'s: the next case of the same system in id
-/// order, wrapping around, so each case's control is fixed and no two neighbours swap. `None`
-/// when the system has no other case with a bundle.
-pub fn source_case<'a>(case: &Case, corpus: &'a [Case]) -> Option<&'a Case> {
+/// The cases whose curated bundle may stand in for `case`'s, in the order they are tried: the
+/// other cases of the same system with a bundle, starting after `case` in id order and wrapping
+/// around, so each case's control is fixed. The first whose bundle passes `case`'s gate is
+/// shown (another case's bundle may name this case's fixed version, say).
+pub fn candidates<'a>(case: &Case, corpus: &'a [Case]) -> Vec<&'a Case> {
     let mut same: Vec<&Case> = corpus
         .iter()
-        .filter(|c| c.manifest.system == case.manifest.system && !c.bundle.is_empty())
+        .filter(|c| {
+            c.manifest.system == case.manifest.system && c.id() != case.id() && !c.bundle.is_empty()
+        })
         .collect();
     same.sort_by(|a, b| a.id().cmp(b.id()));
-    let others: Vec<&Case> = same
-        .iter()
-        .copied()
-        .filter(|c| c.id() != case.id())
-        .collect();
-    let after = others.iter().find(|c| c.id() > case.id());
-    after.or(others.first()).copied()
+    let split = same.partition_point(|c| c.id() < case.id());
+    same.rotate_left(split);
+    same
 }

@@ -24,6 +24,7 @@ use faultline_sandbox::Toolchain;
 use faultline_schema::bundle::{BUNDLE_SCHEMA_VERSION, BundleDir, MAX_BUNDLE_FILES};
 use faultline_schema::{BundleRecord, BundleStatus, Condition, ConditionKind};
 pub use model::ModelProvider;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -110,17 +111,19 @@ impl Providers {
         let case = inputs.case;
         let mut version = self.version(condition)?;
         if condition.kind() == ConditionKind::Irrelevant {
-            // The control's text is another case's: which one, and its state, are part of the key.
-            version.push_str(&match irrelevant::source_case(case, inputs.corpus) {
-                Some(other) => format!(
-                    ":{}-{}",
-                    other.id(),
-                    &other
+            // The control's text is other cases': which ones, and their state, are in the key.
+            let mut digest = Sha256::new();
+            for other in irrelevant::candidates(case, inputs.corpus) {
+                digest.update(other.id().as_bytes());
+                digest.update(
+                    other
                         .content_sha256()
-                        .with_context(|| format!("hashing {}", other.id()))?[..16]
-                ),
-                None => ":none".into(),
-            });
+                        .with_context(|| format!("hashing {}", other.id()))?
+                        .as_bytes(),
+                );
+            }
+            version.push(':');
+            version.push_str(&hex::encode(digest.finalize())[..16]);
         }
         let hash = case
             .content_sha256()
@@ -138,8 +141,12 @@ impl Providers {
             return Ok(Bundle { record, files });
         }
         let started = Instant::now();
-        let produced = self.produce(condition, inputs).await?;
-        let bundle = gate(condition, &version, produced, inputs, started)?;
+        let bundle = if condition.kind() == ConditionKind::Irrelevant {
+            control(condition, &version, inputs, started)?
+        } else {
+            let produced = self.produce(condition, inputs).await?;
+            gate(condition, &version, produced, inputs, started)?
+        };
         if let Err(e) = cache.write(&bundle.record, &bundle.files) {
             tracing::warn!("cannot cache the {condition} bundle of {}: {e}", case.id());
         }
@@ -158,19 +165,7 @@ impl Providers {
         Ok(match condition.kind() {
             ConditionKind::Symptom => none(Vec::new()),
             ConditionKind::Curated => none(case.bundle.clone()),
-            ConditionKind::Irrelevant => match irrelevant::source_case(case, inputs.corpus) {
-                Some(other) => Produced {
-                    source_case: Some(other.id().to_string()),
-                    ..none(other.bundle.clone())
-                },
-                None => Produced {
-                    failure: Some(format!(
-                        "no other case of system `{}` has a bundle",
-                        case.manifest.system
-                    )),
-                    ..none(Vec::new())
-                },
-            },
+            ConditionKind::Irrelevant => bail!("the irrelevant control is not produced alone"),
             ConditionKind::Static => {
                 let root = &inputs.prepared.template(TemplateKind::Agent).workspace;
                 let symptom = &case.symptom;
@@ -209,6 +204,50 @@ impl Providers {
             }
         })
     }
+}
+
+/// The `irrelevant` control: the first other case of the system whose bundle passes this case's
+/// gate, or a refusal that names why each candidate failed.
+fn control(
+    condition: &Condition,
+    version: &str,
+    inputs: &Inputs<'_>,
+    started: Instant,
+) -> Result<Bundle> {
+    let mut reasons = Vec::new();
+    for other in irrelevant::candidates(inputs.case, inputs.corpus) {
+        let produced = Produced {
+            files: other.bundle.clone(),
+            source_case: Some(other.id().to_string()),
+            failure: None,
+            log_tail: None,
+            cost_usd: None,
+        };
+        let bundle = gate(condition, version, produced, inputs, started)?;
+        match &bundle.record.refusal {
+            None => return Ok(bundle),
+            Some(why) => reasons.push(format!("{}: {why}", other.id())),
+        }
+    }
+    let failure = if reasons.is_empty() {
+        format!(
+            "no other case of system `{}` has a bundle",
+            inputs.case.manifest.system
+        )
+    } else {
+        format!(
+            "no other case's bundle passes this case's gate ({})",
+            reasons.join("; ")
+        )
+    };
+    let produced = Produced {
+        files: Vec::new(),
+        source_case: None,
+        failure: Some(failure),
+        log_tail: None,
+        cost_usd: None,
+    };
+    gate(condition, version, produced, inputs, started)
 }
 
 /// The gate every bundle passes: file count and names, the token budget, the leak check.

@@ -185,16 +185,35 @@ async fn the_built_in_providers_on_the_fixture() {
     // The control needs another case of the same system...
     let alone = bundle(&providers, "irrelevant", std::slice::from_ref(&f.case)).await;
     assert!(refusal(&alone).contains("no other case of system `toy`"));
-    // ...and shows that case's bundle.
+    // ...and shows the first one, after this case in id order, whose bundle passes this case's
+    // gate: one that quotes the fix is passed over.
     let root = tempfile::tempdir().unwrap();
-    let other = fixture_case(root.path(), "toy-other", |dir| {
-        std::fs::write(dir.join("context/state.md"), "Replica b logged 4 merges.\n").unwrap();
-    })
-    .unwrap();
-    let corpus = [f.case.clone(), other];
+    let other = |id: &str, text: &'static str| {
+        fixture_case(root.path(), id, move |dir| {
+            std::fs::write(dir.join("context/state.md"), text).unwrap();
+        })
+        .unwrap()
+    };
+    let corpus = [
+        other("toy-a-before", "Replica a logged 2 merges.\n"),
+        f.case.clone(),
+        other(
+            "toy-q-leaks",
+            "Merging now does *mine = (*mine).max(*count);\n",
+        ),
+        other("toy-r-clean", "Replica b logged 4 merges.\n"),
+    ];
     let control = bundle(&providers, "irrelevant", &corpus).await;
-    assert_eq!(control.record.source_case.as_deref(), Some("toy-other"));
+    assert_eq!(control.record.source_case.as_deref(), Some("toy-r-clean"));
     assert_eq!(control.files[0].text, "Replica b logged 4 merges.\n");
+    // With only the leaking one, the control is refused and says why.
+    let leaky = [f.case.clone(), corpus[2].clone()];
+    let refused = bundle(&providers, "irrelevant", &leaky).await;
+    assert!(
+        refusal(&refused).contains("toy-q-leaks: the leak check"),
+        "{:?}",
+        refused.record
+    );
     let unknown = Providers::default().check(&[Condition::new("mine").unwrap()]);
     assert!(
         unknown

@@ -107,6 +107,8 @@ pub struct RunSummary {
     pub resumed: usize,
     /// Trials run now.
     pub ran: usize,
+    /// Trials not run because their condition's bundle was refused for their case.
+    pub refused: usize,
     /// Outcomes of all recorded trials.
     pub outcomes: BTreeMap<String, usize>,
     /// Cases this invocation prepared, or checked where they were prepared before.
@@ -364,10 +366,12 @@ pub async fn run(
     )
     .await?;
     let prepare_secs = preparing.elapsed().as_secs_f64();
+    let before_bundles = pending.len();
     let pending: Vec<PlannedTrial> = pending
         .into_iter()
         .filter(|t| bundles.allows(cfg.cases[t.case].id(), &t.condition))
         .collect();
+    let refused = before_bundles - pending.len();
     for c in &cfg.cases {
         if !names_function.contains_key(c.id()) {
             names_function.insert(c.id().to_string(), false);
@@ -427,8 +431,9 @@ pub async fn run(
     }
     Ok(RunSummary {
         total: trials.len(),
-        resumed: trials.len() - pending.len(),
+        resumed: trials.len() - pending.len() - refused,
         ran: pending.len(),
+        refused,
         outcomes,
         cases_ready,
         prepare_secs,

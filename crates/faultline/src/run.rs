@@ -348,10 +348,18 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         crate::bench::cases_ready_line(summary.cases_ready, summary.prepare_secs)
     );
     eprintln!(
-        "{} trials: {} already recorded, {} run now; outcomes: {}",
+        "{} trials: {} already recorded, {} run now{}; outcomes: {}",
         summary.total,
         summary.resumed,
         summary.ran,
+        if summary.refused > 0 {
+            format!(
+                ", {} not run (their bundle was refused; see the report's providers)",
+                summary.refused
+            )
+        } else {
+            String::new()
+        },
         summary
             .outcomes
             .iter()
