@@ -483,33 +483,25 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         // An error of an agent's run, or of the harness making its environment, is the
         // harness's own failure (a trajectory or a copy it could not write, say), not the trial's
         // outcome: it ends the run, and a resumed run redoes the trial.
-        AgentSpec::Builtin { .. } => {
-            let builtin = &s.builtins[&agent.name()];
-            match TrialEnv::create(
+        AgentSpec::Builtin { .. } | AgentSpec::External(_) => {
+            let env = TrialEnv::create(
                 case,
                 prepared,
                 task.clone(),
                 bundle.clone(),
                 &s.data,
                 &s.toolchain,
-            ) {
-                Ok(env) => Ok(builtin.run(&env, Some(traj_path.clone())).await?),
-                Err(EnvError::Unavailable(e)) => Err(e),
-                Err(EnvError::Harness(e)) => return Err(e),
-            }
-        }
-        AgentSpec::External(ext) => {
-            match TrialEnv::create(
-                case,
-                prepared,
-                task.clone(),
-                bundle.clone(),
-                &s.data,
-                &s.toolchain,
-            ) {
-                Ok(env) => Ok(ext.run(&env, &dir, Some(traj_path.clone())).await?),
-                Err(EnvError::Unavailable(e)) => Err(e),
-                Err(EnvError::Harness(e)) => return Err(e),
+            );
+            match (env, agent) {
+                (Ok(env), AgentSpec::External(ext)) => {
+                    Ok(ext.run(&env, &dir, Some(traj_path.clone())).await?)
+                }
+                (Ok(env), _) => {
+                    let builtin = &s.builtins[&agent.name()];
+                    Ok(builtin.run(&env, Some(traj_path.clone())).await?)
+                }
+                (Err(EnvError::Unavailable(e)), _) => Err(e),
+                (Err(EnvError::Harness(e)), _) => return Err(e),
             }
         }
     };
