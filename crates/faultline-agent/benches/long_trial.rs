@@ -69,7 +69,7 @@ async fn main() {
         trial_id: "bench/repair/symptom/1".into(),
         case_id: f.case.id().into(),
         track: Track::Repair,
-        condition: Condition::Symptom,
+        condition: Condition::symptom(),
         attempt: 1,
         seed: 1,
         crate_name: "toy-counter".into(),
@@ -80,7 +80,15 @@ async fn main() {
             ..Limits::default()
         },
     };
-    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    let env = TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        task,
+        Vec::new(),
+        &f.data,
+        &f.toolchain,
+    )
+    .unwrap();
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {

@@ -8,10 +8,10 @@
 pub mod localize;
 
 use anyhow::Result;
-use faultline_corpus::Case;
 use faultline_corpus::gold::TreeDiff;
+use faultline_corpus::{BundleFile, Case};
 use faultline_schema::Submission;
-use faultline_schema::{Condition, DiagnosedBlock, Diagnosis, OracleKind, Track};
+use faultline_schema::{DiagnosedBlock, Diagnosis, OracleKind, Track};
 use localize::FunctionIndex;
 use regex::Regex;
 use std::fmt;
@@ -92,15 +92,13 @@ impl std::str::FromStr for Baseline {
 /// Blocks the localizers name, and files the `everything` baseline names.
 pub const LOCALIZER_TOP_K: usize = 3;
 
-/// The text a baseline localizes from: what an agent is shown, the symptom and, in the
-/// `context` condition, every file of the debugging bundle after it.
-pub fn report_text(case: &Case, condition: Condition) -> String {
-    let mut report = case.symptom.clone();
-    if condition == Condition::Context {
-        for f in &case.bundle {
-            report.push('\n');
-            report.push_str(&f.text);
-        }
+/// The text a baseline localizes from: what an agent is shown, the symptom and then every
+/// file of the condition's bundle (none in `symptom`).
+pub fn report_text(symptom: &str, bundle: &[BundleFile]) -> String {
+    let mut report = symptom.to_string();
+    for f in bundle {
+        report.push('\n');
+        report.push_str(&f.text);
     }
     report
 }

@@ -8,7 +8,7 @@ use faultline_corpus::workspace::reproducer::install_reproducer;
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
 use faultline_schema::rundir::TASK_FILE;
-use faultline_schema::{Condition, Task, Track};
+use faultline_schema::{Task, Track};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -42,7 +42,7 @@ pub struct TrialEnv {
     pub task: Task,
     /// The symptom text.
     pub symptom: String,
-    /// The bundle (shown only in the `context` condition).
+    /// The bundle of the trial's condition (empty in `symptom`).
     pub bundle: Vec<BundleFile>,
     /// The trial's workspace on the host (mounted at `/workspace`).
     pub workspace: PathBuf,
@@ -68,10 +68,12 @@ enum SessionState {
 impl TrialEnv {
     /// Copies the case's agent workspace (with its warm build cache) for one trial, once it is
     /// checked against its manifest: a damaged template gives no agent a broken workspace.
+    /// `bundle` is what the condition's provider wrote (empty in `symptom`).
     pub fn create(
         case: &Case,
         prepared: &PreparedCase,
         task: Task,
+        bundle: Vec<BundleFile>,
         data: &DataDir,
         toolchain: &Toolchain,
     ) -> Result<TrialEnv, EnvError> {
@@ -87,11 +89,6 @@ impl TrialEnv {
             agent_faultline_seed(task.seed).to_string(),
         );
         let sandbox = Sandbox::new(spec).map_err(|e| EnvError::Unavailable(e.into()))?;
-        let bundle = if task.condition == Condition::Context {
-            case.bundle.clone()
-        } else {
-            Vec::new()
-        };
         Ok(TrialEnv {
             task,
             symptom: case.symptom.clone(),

@@ -16,8 +16,8 @@
 
 use anyhow::{Context, Result};
 use faultline_corpus::BundleFile;
+use faultline_schema::Task;
 use faultline_schema::diagnosis::DIAGNOSIS_LINE_BUDGET;
-use faultline_schema::{Condition, Task};
 use minijinja::Environment;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -139,17 +139,14 @@ impl Templates {
             condition: task.condition.as_str(),
             crate_name: &task.crate_name,
             symptom: symptom.trim(),
-            bundle: if task.condition == Condition::Context {
-                bundle
-                    .iter()
-                    .map(|f| BundleVar {
-                        name: &f.name,
-                        text: f.text.trim(),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            bundle: bundle
+                .iter()
+                .filter(|_| task.condition.has_bundle())
+                .map(|f| BundleVar {
+                    name: &f.name,
+                    text: f.text.trim(),
+                })
+                .collect(),
             sentinel,
             tool_mode,
             step_limit: task.limits.steps,
@@ -177,7 +174,7 @@ impl Templates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_schema::{Limits, Track};
+    use faultline_schema::{Condition, Limits, Track};
 
     fn task(track: Track, condition: Condition) -> Task {
         Task {
@@ -195,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bundle_appears_only_in_the_context_condition() {
+    fn the_bundle_appears_only_in_a_condition_with_one() {
         let bundle = vec![BundleFile {
             name: "log.md".into(),
             text: "node 2 timed out".into(),
@@ -203,7 +200,7 @@ mod tests {
         let t = Templates::default();
         let with = t
             .render(
-                &task(Track::Repair, Condition::Context),
+                &task(Track::Repair, Condition::curated()),
                 "it hangs",
                 &bundle,
                 true,
@@ -211,13 +208,22 @@ mod tests {
             .unwrap();
         let without = t
             .render(
-                &task(Track::Repair, Condition::Symptom),
+                &task(Track::Repair, Condition::symptom()),
+                "it hangs",
+                &bundle,
+                true,
+            )
+            .unwrap();
+        let from_a_provider = t
+            .render(
+                &task(Track::Repair, "static".parse().unwrap()),
                 "it hangs",
                 &bundle,
                 true,
             )
             .unwrap();
         assert!(with.task.contains("node 2 timed out"));
+        assert!(from_a_provider.task.contains("node 2 timed out"));
         assert!(!without.task.contains("node 2 timed out"));
         assert!(with.task.contains("it hangs") && without.task.contains("it hangs"));
         assert!(with.task.contains(SUBMIT_SENTINEL));
@@ -227,7 +233,7 @@ mod tests {
     fn each_track_has_its_own_submission() {
         let t = Templates::default();
         let render = |tr| {
-            t.render(&task(tr, Condition::Symptom), "s", &[], false)
+            t.render(&task(tr, Condition::symptom()), "s", &[], false)
                 .unwrap()
         };
         assert!(render(Track::Diagnose).task.contains("diagnosis.json"));
@@ -250,7 +256,7 @@ mod tests {
             task: String::new(),
         };
         let err = t
-            .render(&task(Track::Repair, Condition::Symptom), "s", &[], true)
+            .render(&task(Track::Repair, Condition::symptom()), "s", &[], true)
             .unwrap_err();
         assert!(format!("{err:#}").contains("system prompt template"));
     }

@@ -388,7 +388,15 @@ async fn external(
         ..Limits::default()
     };
     let task = common::task(f, track, limits);
-    let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    let env = TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        task,
+        f.case.bundle.clone(),
+        &f.data,
+        &f.toolchain,
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = faultline_agent::ExternalAgent {
         name: "script".into(),
@@ -478,14 +486,22 @@ async fn a_sandbox_that_cannot_start_is_a_sandbox_error() {
         trial_id: "x/repair/symptom/1".into(),
         case_id: f.case.id().into(),
         track: Track::Repair,
-        condition: Condition::Symptom,
+        condition: Condition::symptom(),
         attempt: 1,
         seed: 1,
         crate_name: "toy-counter".into(),
         bundle_files: vec![],
         limits: Limits::default(),
     };
-    let mut env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+    let mut env = TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        task,
+        Vec::new(),
+        &f.data,
+        &f.toolchain,
+    )
+    .unwrap();
     // A directory the sandbox mounts vanishes before the first command (an operator's mistake,
     // a cleaner deleting scratch files).
     let doomed = tempfile::tempdir().unwrap();
@@ -516,7 +532,14 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
     std::fs::write(&not_a_directory, "").unwrap();
     let no_scratch = faultline_corpus::DataDir::new(not_a_directory);
     let task = || common::task(f, Track::Repair, Limits::default());
-    match TrialEnv::create(&f.case, &f.prepared, task(), &no_scratch, &f.toolchain) {
+    match TrialEnv::create(
+        &f.case,
+        &f.prepared,
+        task(),
+        Vec::new(),
+        &no_scratch,
+        &f.toolchain,
+    ) {
         Err(EnvError::Harness(_)) => {}
         other => panic!("expected the harness's failure, got {other:?}"),
     }
@@ -529,7 +552,7 @@ async fn an_environment_that_cannot_be_made_says_whose_failure_it_is() {
         }
     }
     damaged.manifest = std::sync::Arc::new(manifest);
-    match TrialEnv::create(&f.case, &damaged, task(), &f.data, &f.toolchain) {
+    match TrialEnv::create(&f.case, &damaged, task(), Vec::new(), &f.data, &f.toolchain) {
         Err(EnvError::Unavailable(e)) => {
             assert!(
                 format!("{e:#}").contains("differs from what was prepared"),
@@ -605,6 +628,7 @@ async fn through_gateway(
         &f.case,
         &f.prepared,
         common::task(f, Track::Diagnose, limits),
+        f.case.bundle.clone(),
         &f.data,
         &f.toolchain,
     )

@@ -140,8 +140,13 @@ mod needs_registry {
                 1.0
             );
             let largest = scores(case, largest_files_whole(root));
-            for condition in Condition::ALL {
-                let report = baselines::report_text(case, condition);
+            for condition in Condition::classic() {
+                let bundle = if condition.has_bundle() {
+                    &case.bundle[..]
+                } else {
+                    &[]
+                };
+                let report = baselines::report_text(&case.symptom, bundle);
                 let bm25 = scores(case, index.bm25(&report, LOCALIZER_TOP_K));
                 let everything = scores(case, index.everything(&report, LOCALIZER_TOP_K));
                 // The shotguns find every labeled block by DistDebug's measure...

@@ -57,7 +57,15 @@ mod needs_pypi {
             ..Limits::default()
         };
         let task = common::task(f, track, limits);
-        let env = TrialEnv::create(&f.case, &f.prepared, task, &f.data, &f.toolchain).unwrap();
+        let env = TrialEnv::create(
+            &f.case,
+            &f.prepared,
+            task,
+            Vec::new(),
+            &f.data,
+            &f.toolchain,
+        )
+        .unwrap();
         let out = tempfile::tempdir().unwrap();
         let trial = faultline_schema::RunDir::new(out.path()).trial("t");
         let result = agent.run(&env, &trial, None).await.unwrap();

@@ -20,13 +20,7 @@ pub struct Case {
 }
 
 /// One file of a debug-context bundle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleFile {
-    /// File name inside `context/`.
-    pub name: String,
-    /// The Markdown text.
-    pub text: String,
-}
+pub use faultline_schema::bundle::BundleFile;
 
 /// A case that could not be loaded, with the file to look at.
 #[derive(Debug, Clone)]

@@ -65,13 +65,7 @@ pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport
         ));
     }
 
-    let buggy_sources = read_sources(&sources.buggy);
-    let leak = LeakCheck::new(
-        &gold,
-        &buggy_sources,
-        &case.manifest.source.fixed_markers(),
-        &case.manifest.upstream,
-    );
+    let leak = leak_check(case, sources, &gold);
     let mut leaks = leak.scan("symptom.md", &case.symptom);
     for f in &case.bundle {
         leaks.extend(leak.scan(&format!("context/{}", f.name), &f.text));
@@ -99,6 +93,17 @@ pub fn static_checks(case: &Case, sources: &CaseSources) -> Result<(StaticReport
         },
         gold,
     ))
+}
+
+/// The leak check of a case, from its release diff (buggy to fixed): the one gate for every text
+/// an agent is shown, the symptom and the curated bundle here, any provider's bundle at run time.
+pub fn leak_check(case: &Case, sources: &CaseSources, release: &TreeDiff) -> LeakCheck {
+    LeakCheck::new(
+        release,
+        &read_sources(&sources.buggy),
+        &case.manifest.source.fixed_markers(),
+        &case.manifest.upstream,
+    )
 }
 
 /// The causal functions that the symptom names as code (a labeled block's declared symbol's last

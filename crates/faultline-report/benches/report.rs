@@ -74,10 +74,16 @@ fn main() -> ExitCode {
         BUDGET.as_secs()
     );
     if let Some(fit) = report.glmm.first().and_then(|g| g.fit.as_ref()) {
-        println!(
-            "  GLMM context effect {:.4} (SE {:.4}), sd agent {:.4}, sd case {:.4}",
-            fit.context.estimate, fit.context.std_error, fit.sd_agent, fit.sd_case
-        );
+        for e in &fit.effects {
+            println!(
+                "  GLMM {} effect {:.4} (SE {:.4}), sd agent {:.4}, sd case {:.4}",
+                e.condition,
+                e.coefficient.estimate,
+                e.coefficient.std_error,
+                fit.sd_agent,
+                fit.sd_case
+            );
+        }
     }
     if total < BUDGET {
         ExitCode::SUCCESS

@@ -59,45 +59,47 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
                 .run
                 .conditions
                 .iter()
-                .copied()
                 .filter(|c| {
                     report
                         .groups
                         .iter()
-                        .any(|g| g.track == track && g.condition == *c)
+                        .any(|g| g.track == track && &g.condition == *c)
                 })
+                .cloned()
                 .collect();
             let agents: Vec<&str> = report.run.agents.iter().map(|a| a.name.as_str()).collect();
             TrackSection {
                 track: track.to_string(),
                 conditions: conditions
                     .iter()
-                    .map(|&condition| ConditionSection {
+                    .map(|condition| ConditionSection {
                         condition: condition.to_string(),
                         table: leaderboard::table_where(report, |g| {
-                            g.track == track && g.condition == condition
+                            g.track == track && &g.condition == condition
                         }),
                         forest: svg(plots::forest(report, track, condition)),
                     })
                     .collect(),
-                paired: if conditions.len() == 2 {
-                    agents
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, a)| {
-                            report
-                                .condition_effects
-                                .iter()
-                                .any(|e| e.track == track && e.agent.as_deref() == Some(**a))
-                        })
-                        .map(|(i, a)| svg(plots::paired(report, track, a, i)))
-                        .collect()
-                } else {
-                    Vec::new()
-                },
+                paired: conditions
+                    .iter()
+                    .filter(|c| c.has_bundle())
+                    .flat_map(|c| {
+                        agents
+                            .iter()
+                            .enumerate()
+                            .filter(move |(_, a)| {
+                                report.condition_effects.iter().any(|e| {
+                                    e.track == track
+                                        && &e.condition == c
+                                        && e.agent.as_deref() == Some(**a)
+                                })
+                            })
+                            .map(move |(i, a)| svg(plots::paired(report, track, c, a, i)))
+                    })
+                    .collect(),
                 pareto: conditions
                     .iter()
-                    .flat_map(|&c| {
+                    .flat_map(|c| {
                         [Spend::Cost, Spend::Tokens]
                             .map(|s| svg(plots::pareto(report, track, c, s)))
                     })
@@ -118,6 +120,10 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         effects => Value::from(Serde(markdown::condition_effects(report))),
         glmm => Value::from(Serde(markdown::glmm(report))),
         misled => Value::from(Serde(markdown::misled(report))),
+        providers => Value::from(Serde(crate::providers::table(report))),
+        refusals => Value::from(Serde(crate::providers::refusals(report))),
+        economics => Value::from(Serde(crate::providers::economics(report))),
+        providers_note => markdown::PROVIDERS_NOTE,
         comparisons => Value::from(Serde(markdown::comparisons(report))),
         breakdowns => Value::from(Serde(markdown::breakdowns(report))),
         trials => Value::from(Serde(inputs.trials)),

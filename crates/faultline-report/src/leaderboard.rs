@@ -46,8 +46,8 @@ pub fn ordered(report: &Report) -> Vec<&GroupStats> {
     };
     let mut rows: Vec<&GroupStats> = report.groups.iter().collect();
     rows.sort_by(|a, b| {
-        (a.track, a.condition)
-            .cmp(&(b.track, b.condition))
+        (a.track, &a.condition)
+            .cmp(&(b.track, &b.condition))
             .then(mean(b).total_cmp(&mean(a)))
             .then(a.agent.cmp(&b.agent))
     });

@@ -8,6 +8,7 @@ pub mod html;
 pub mod leaderboard;
 pub mod markdown;
 pub mod plots;
+pub mod providers;
 pub mod summary;
 pub mod svg;
 pub mod synthetic;

@@ -24,12 +24,13 @@ fn difference_cells(d: &PairedDifference) -> [String; 5] {
     ]
 }
 
-/// Context minus symptom per agent and track (percentage points).
+/// Each condition with a bundle minus symptom, per agent and track (percentage points).
 pub fn condition_effects(report: &Report) -> Table {
     let mut t = Table::new([
         "track",
+        "condition",
         "agent",
-        "context - symptom",
+        "minus symptom",
         "95% CI",
         "quartiles",
         "P(diff > 0)",
@@ -39,12 +40,13 @@ pub fn condition_effects(report: &Report) -> Table {
         let agent = e.agent.clone().unwrap_or_else(|| "(all models)".into());
         match &e.difference {
             Some(d) => {
-                let mut row = vec![e.track.to_string(), agent];
+                let mut row = vec![e.track.to_string(), e.condition.to_string(), agent];
                 row.extend(difference_cells(d));
                 t.push(row);
             }
             None => t.push([
                 e.track.to_string(),
+                e.condition.to_string(),
                 agent,
                 e.error.clone().unwrap_or_default(),
                 "-".into(),
@@ -81,54 +83,64 @@ pub fn comparisons(report: &Report) -> Table {
     t
 }
 
-/// One sentence per track that states the context effect, before any table or plot: the pooled
-/// paired difference on the probability scale with its interval and the symptom-alone rate it
-/// is read against, and the GLMM's odds ratio with its Wald interval and p-value. `None` when
-/// the run did not compare conditions.
-pub fn headline(report: &Report, track: Track) -> Option<String> {
+/// One sentence per track and condition with a bundle that states its effect, before any
+/// table or plot: the pooled paired difference on the probability scale with its interval and
+/// the symptom-alone rate it is read against, and the GLMM's odds ratio with its Wald interval
+/// and p-value. Empty when the run did not compare conditions.
+pub fn headline(report: &Report, track: Track) -> Vec<String> {
     if report.run.conditions.len() < 2 {
-        return None;
+        return Vec::new();
     }
-    let pooled = report
-        .condition_effects
-        .iter()
-        .find(|e| e.track == track && e.agent.is_none());
-    let Some(d) = pooled.and_then(|e| e.difference.as_ref()) else {
-        let why = pooled
-            .and_then(|e| e.error.clone())
-            .unwrap_or_else(|| "no model or external agent ran it in both conditions".into());
-        return Some(format!("{track}: no context effect is estimated ({why})."));
-    };
     let measure = if track == Track::Diagnose {
         "mean score"
     } else {
         "success rate"
     };
-    let mut line = format!(
-        "{track}: with the context bundle, the model agents' {measure} went from {}% to {}%, \
-         {} pp (95% CI {} to {} pp; paired case bootstrap over {} cases)",
-        pct(d.second_mean),
-        pct(d.second_mean + d.mean),
-        signed_pct(d.mean),
-        signed_pct(d.lower),
-        signed_pct(d.upper),
-        d.cases
-    );
     let glmm = report.glmm.iter().find(|g| g.track == track);
-    match glmm.and_then(|g| g.fit.as_ref()) {
-        Some(f) => line.push_str(&format!(
-            "; odds ratio {:.2} (95% CI {:.2} to {:.2}; Wald test of the mixed model's context \
-             term, p = {:.4}).",
-            f.odds_ratio, f.odds_ratio_lower, f.odds_ratio_upper, f.context.p_value
-        )),
-        None => {
-            let why = glmm
-                .and_then(|g| g.error.clone())
-                .unwrap_or_else(|| "not fitted".into());
-            line.push_str(&format!("; no odds ratio ({why})."));
+    let mut lines = Vec::new();
+    for condition in report.run.conditions.iter().filter(|c| c.has_bundle()) {
+        let pooled = report
+            .condition_effects
+            .iter()
+            .find(|e| e.track == track && e.agent.is_none() && &e.condition == condition);
+        let Some(d) = pooled.and_then(|e| e.difference.as_ref()) else {
+            let why = pooled.and_then(|e| e.error.clone()).unwrap_or_else(|| {
+                "no model or external agent ran it with this bundle and without".into()
+            });
+            lines.push(format!(
+                "{track}, {condition}: no effect is estimated ({why})."
+            ));
+            continue;
+        };
+        let mut line = format!(
+            "{track}, {condition}: with the {condition} bundle, the model agents' {measure} went \
+             from {}% to {}%, {} pp (95% CI {} to {} pp; paired case bootstrap over {} cases)",
+            pct(d.second_mean),
+            pct(d.second_mean + d.mean),
+            signed_pct(d.mean),
+            signed_pct(d.lower),
+            signed_pct(d.upper),
+            d.cases
+        );
+        let effect = glmm
+            .and_then(|g| g.fit.as_ref())
+            .and_then(|f| f.effects.iter().find(|e| &e.condition == condition));
+        match effect {
+            Some(e) => line.push_str(&format!(
+                "; odds ratio {:.2} (95% CI {:.2} to {:.2}; Wald test of the mixed model's \
+                 {condition} term, p = {:.4}).",
+                e.odds_ratio, e.odds_ratio_lower, e.odds_ratio_upper, e.coefficient.p_value
+            )),
+            None => {
+                let why = glmm
+                    .and_then(|g| g.error.clone())
+                    .unwrap_or_else(|| "not fitted".into());
+                line.push_str(&format!("; no odds ratio ({why})."));
+            }
         }
+        lines.push(line);
     }
-    Some(line)
+    lines
 }
 
 /// Every track's [`headline`], in the run's track order.
@@ -137,42 +149,57 @@ pub fn headlines(report: &Report) -> Vec<String> {
         .run
         .tracks
         .iter()
-        .filter_map(|&t| headline(report, t))
+        .flat_map(|&t| headline(report, t))
         .collect()
 }
 
+/// What the providers table says, for every rendering's caption.
+pub const PROVIDERS_NOTE: &str = "Every bundle passed the same gate before an agent saw it: one to \
+     three Markdown files, within the token budget, and clean under the case's leak check. A \
+     refused bundle is never cut to fit: no trial of that case ran in that condition.";
+
 /// What [`misled`] lists, for every rendering's caption.
 pub const MISLED_NOTE: &str = "Cases where an agent passed at least half its attempts with the \
-                               symptom alone and fewer than half with the bundle.";
+                               symptom alone and fewer than half with the bundle of a condition.";
 
-/// The cases where the context bundle turned an agent from passing to failing (a pass rate of at
-/// least one half with the symptom alone, below one half with the bundle): faithful context can
-/// mislead, and these are the cases to read. Repair and reproduction only, whose scores are
-/// pass or fail.
+/// The cases where a condition's bundle turned an agent from passing to failing (a pass rate of
+/// at least one half with the symptom alone, below one half with the bundle), per condition:
+/// faithful context can mislead, and these are the cases to read. Repair and reproduction only,
+/// whose scores are pass or fail.
 pub fn misled(report: &Report) -> Table {
-    let mut t = Table::new(["track", "agent", "case", "symptom", "context"]);
-    let with_context: BTreeMap<(&str, Track, &str), f64> = report
+    let mut t = Table::new([
+        "track",
+        "condition",
+        "agent",
+        "case",
+        "symptom",
+        "with bundle",
+    ]);
+    let alone: BTreeMap<(&str, Track, &str), f64> = report
         .cells
         .iter()
-        .filter(|c| c.condition == Condition::Context)
+        .filter(|c| c.track != Track::Diagnose && c.condition == Condition::symptom())
         .filter_map(|c| Some(((c.agent.as_str(), c.track, c.case.as_str()), c.mean?)))
         .collect();
-    for c in report
+    let mut given: Vec<_> = report
         .cells
         .iter()
-        .filter(|c| c.track != Track::Diagnose && c.condition == Condition::Symptom)
-    {
+        .filter(|c| c.condition.has_bundle())
+        .collect();
+    given.sort_by(|a, b| (&a.condition, a.track).cmp(&(&b.condition, b.track)));
+    for c in given {
         let key = (c.agent.as_str(), c.track, c.case.as_str());
-        if let (Some(symptom), Some(&context)) = (c.mean, with_context.get(&key))
+        if let (Some(with), Some(&symptom)) = (c.mean, alone.get(&key))
             && symptom >= 0.5
-            && context < 0.5
+            && with < 0.5
         {
             t.push([
                 c.track.to_string(),
+                c.condition.to_string(),
                 c.agent.clone(),
                 c.case.clone(),
                 format!("{}%", pct(symptom)),
-                format!("{}%", pct(context)),
+                format!("{}%", pct(with)),
             ]);
         }
     }
@@ -185,13 +212,14 @@ fn sd_cell(sd: f64, singular: bool) -> String {
     format!("{sd:.3}{}", if at_zero { " (singular)" } else { "" })
 }
 
-/// The GLMM per track.
+/// The GLMM per track, one row per condition with a bundle.
 pub fn glmm(report: &Report) -> Table {
     let mut t = Table::new([
         "track",
+        "condition",
         "agents",
         "cases",
-        "context (logit)",
+        "effect (logit)",
         "SE",
         "p",
         "odds ratio [95% CI]",
@@ -201,23 +229,29 @@ pub fn glmm(report: &Report) -> Table {
     ]);
     for g in &report.glmm {
         match &g.fit {
-            Some(f) => t.push([
-                g.track.to_string(),
-                g.agents.len().to_string(),
-                g.cases.to_string(),
-                format!("{:+.3}", f.context.estimate),
-                format!("{:.3}", f.context.std_error),
-                format!("{:.4}", f.context.p_value),
-                format!(
-                    "{:.2} [{:.2}, {:.2}]",
-                    f.odds_ratio, f.odds_ratio_lower, f.odds_ratio_upper
-                ),
-                sd_cell(f.sd_agent, f.singular),
-                sd_cell(f.sd_case, f.singular),
-                f.observations.to_string(),
-            ]),
+            Some(f) => {
+                for e in &f.effects {
+                    t.push([
+                        g.track.to_string(),
+                        e.condition.to_string(),
+                        g.agents.len().to_string(),
+                        g.cases.to_string(),
+                        format!("{:+.3}", e.coefficient.estimate),
+                        format!("{:.3}", e.coefficient.std_error),
+                        format!("{:.4}", e.coefficient.p_value),
+                        format!(
+                            "{:.2} [{:.2}, {:.2}]",
+                            e.odds_ratio, e.odds_ratio_lower, e.odds_ratio_upper
+                        ),
+                        sd_cell(f.sd_agent, f.singular),
+                        sd_cell(f.sd_case, f.singular),
+                        f.observations.to_string(),
+                    ]);
+                }
+            }
             None => t.push([
                 g.track.to_string(),
+                "-".into(),
                 g.agents.len().to_string(),
                 g.cases.to_string(),
                 format!("not fitted: {}", g.error.clone().unwrap_or_default()),
@@ -319,7 +353,7 @@ pub fn heat_map(report: &Report, track: Track) -> Table {
         .cells
         .iter()
         .filter(|c| c.track == track)
-        .map(|c| (c.agent.as_str(), c.condition))
+        .map(|c| (c.agent.as_str(), c.condition.clone()))
         .collect();
     for (agent, condition) in rows {
         let mut row = vec![format!("{agent} / {condition}")];
@@ -445,10 +479,25 @@ pub fn markdown(report: &Report) -> String {
     }
     out.push_str("## Leaderboard\n\n");
     out.push_str(&leaderboard::table(report).to_markdown());
+    if !report.providers.is_empty() {
+        out.push_str(&format!(
+            "\n## Context providers\n\n{PROVIDERS_NOTE}\n\n{}",
+            crate::providers::table(report).to_markdown()
+        ));
+        let refused = crate::providers::refusals(report);
+        if !refused.rows.is_empty() {
+            out.push_str(&format!("\n{}", refused.to_markdown()));
+        }
+        let economics = crate::providers::economics(report);
+        if !economics.rows.is_empty() {
+            out.push_str(&format!("\n{}", economics.to_markdown()));
+        }
+    }
     if !report.condition_effects.is_empty() {
         out.push_str(
-            "\n## Context versus symptom\n\nPaired case bootstrap of context minus symptom over the \
-             cases with both (percentage points); quartiles of the resampled differences.\n\n",
+            "\n## Context versus symptom\n\nPaired case bootstrap of each condition minus symptom \
+             over the cases with both (percentage points); quartiles of the resampled \
+             differences.\n\n",
         );
         out.push_str(&condition_effects(report).to_markdown());
     }
@@ -495,7 +544,7 @@ pub fn terminal(report: &Report) -> String {
     out.push_str(&leaderboard::table(report).to_terminal());
     out.push('\n');
     if !report.condition_effects.is_empty() {
-        out.push_str("\ncontext - symptom (paired case bootstrap, percentage points)\n");
+        out.push_str("\ncondition - symptom (paired case bootstrap, percentage points)\n");
         out.push_str(&condition_effects(report).to_terminal());
         out.push('\n');
     }

@@ -47,15 +47,15 @@ fn y_axis(svg: &mut Svg, y: &Scale, left: f64, right: f64, unit: Unit) {
     svg.line(left, y.range.0, left, y.range.1, "axis");
 }
 
-fn groups_of(report: &Report, track: Track, condition: Condition) -> Vec<&GroupStats> {
+fn groups_of<'a>(report: &'a Report, track: Track, condition: &Condition) -> Vec<&'a GroupStats> {
     crate::leaderboard::ordered(report)
         .into_iter()
-        .filter(|g| g.track == track && g.condition == condition)
+        .filter(|g| g.track == track && &g.condition == condition)
         .collect()
 }
 
 /// The scores of one track and condition with their 95% intervals, best first.
-pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
+pub fn forest(report: &Report, track: Track, condition: &Condition) -> String {
     let groups = groups_of(report, track, condition);
     let width = 720.0;
     let height = TOP + ROW_H * groups.len() as f64 + BOTTOM;
@@ -105,9 +105,16 @@ pub fn forest(report: &Report, track: Track, condition: Condition) -> String {
     )
 }
 
-/// One agent on one track: per case, the symptom score against the context score (points above
-/// the diagonal gained from the bundle), and the bootstrap distribution of the mean difference.
-pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
+/// One agent on one track with one condition's bundle: per case, the symptom score against the
+/// score with the bundle (points above the diagonal gained from it), and the bootstrap
+/// distribution of the mean difference.
+pub fn paired(
+    report: &Report,
+    track: Track,
+    condition: &Condition,
+    agent: &str,
+    id: usize,
+) -> String {
     let (width, height) = (560.0, 272.0);
     let mut svg = Svg::new(width, height);
     let side = 160.0;
@@ -125,7 +132,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         left,
         34.0,
         &[("class", &"small")],
-        "per case: symptom (x) vs context (y)",
+        &format!("per case: symptom (x) vs {condition} (y)"),
     );
     x_axis(&mut svg, &x, top, top + side, Unit::Percent);
     y_axis(&mut svg, &y, left, left + side, Unit::Percent);
@@ -136,7 +143,13 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         .iter()
         .filter(|c| c.track == track && c.agent == agent)
     {
-        let slot = usize::from(c.condition == Condition::Context);
+        let slot = if &c.condition == condition {
+            1
+        } else if c.condition == Condition::symptom() {
+            0
+        } else {
+            continue;
+        };
         points.entry(&c.case).or_default()[slot] = c.mean;
     }
     let mut stacked: BTreeMap<(i64, i64), usize> = BTreeMap::new();
@@ -153,7 +166,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                     ("r", &N(3.0 + (*n as f64).sqrt())),
                     ("class", &"case-point"),
                 ],
-                &format!("{case}: symptom {}%, context {}%", pct(*s), pct(*c)),
+                &format!("{case}: symptom {}%, {condition} {}%", pct(*s), pct(*c)),
             );
         }
     }
@@ -178,10 +191,9 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         );
         svg.text(lx + 8.0, ly + 4.0, &[("class", &"small")], &format!("{n}"));
     }
-    let effect = report
-        .condition_effects
-        .iter()
-        .find(|e| e.track == track && e.agent.as_deref() == Some(agent));
+    let effect = report.condition_effects.iter().find(|e| {
+        e.track == track && &e.condition == condition && e.agent.as_deref() == Some(agent)
+    });
     let hl = left + side + 60.0;
     let hw = width - hl - RIGHT;
     match effect.and_then(|e| e.difference.as_ref()) {
@@ -245,7 +257,7 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
                 hl + hw / 2.0,
                 top + side + 30.0,
                 &[("class", &"small middle")],
-                "context - symptom: bootstrap of the mean (points)",
+                &format!("{condition} - symptom: bootstrap of the mean (points)"),
             );
         }
         None => svg.text(
@@ -258,8 +270,8 @@ pub fn paired(report: &Report, track: Track, agent: &str, id: usize) -> String {
         ),
     }
     svg.finish(
-        &format!("paired-{track}-{id}"),
-        &format!("{agent}, {track}: symptom versus context"),
+        &format!("paired-{track}-{condition}-{id}"),
+        &format!("{agent}, {track}: symptom versus {condition}"),
     )
 }
 
@@ -274,7 +286,7 @@ pub enum Spend {
 
 /// Score against cost or tokens per trial; the frontier joins the configurations no other one
 /// beats on both.
-pub fn pareto(report: &Report, track: Track, condition: Condition, spend: Spend) -> String {
+pub fn pareto(report: &Report, track: Track, condition: &Condition, spend: Spend) -> String {
     let (width, height) = (340.0, 250.0);
     let (left, top, bottom) = (52.0, 30.0, 40.0);
     let mut svg = Svg::new(width, height);
@@ -470,7 +482,7 @@ pub fn heatmap(report: &Report, track: Track) -> String {
     let cells: Vec<_> = report.cells.iter().filter(|c| c.track == track).collect();
     let rows: std::collections::BTreeSet<(&str, Condition)> = cells
         .iter()
-        .map(|c| (c.agent.as_str(), c.condition))
+        .map(|c| (c.agent.as_str(), c.condition.clone()))
         .collect();
     let rows: Vec<_> = rows.into_iter().collect();
     let cases: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();

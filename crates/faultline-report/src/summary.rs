@@ -4,8 +4,8 @@
 
 use faultline_schema::report::{
     AgentSummary, BootstrapSettings, Breakdown, CaseSummary, Cell, Coefficient, Comparison,
-    ConditionEffect, Estimate, GlmmFitSummary, GlmmResult, GroupStats, Histogram, PairedDifference,
-    PassK, Quantile, REPORT_SCHEMA_VERSION, Report, RunSummary,
+    ConditionEffect, Estimate, GlmmEffect, GlmmFitSummary, GlmmResult, GroupStats, Histogram,
+    PairedDifference, PassK, Quantile, REPORT_SCHEMA_VERSION, Report, RunSummary,
 };
 use faultline_schema::trajectory::AgentKind;
 use faultline_schema::{Condition, Outcome, ResultRecord, RunLock, Track};
@@ -42,11 +42,9 @@ impl Default for Options {
     }
 }
 
-fn stats_condition(c: Condition) -> faultline_stats::Condition {
-    match c {
-        Condition::Symptom => faultline_stats::Condition::symptom(),
-        Condition::Context => faultline_stats::Condition::context(),
-    }
+fn stats_condition(c: &Condition) -> faultline_stats::Condition {
+    faultline_stats::Condition::new(c.as_str())
+        .expect("a run's condition names are valid statistics labels")
 }
 
 /// `f` over `items` on all cores, in order: the bootstraps of different groups are independent
@@ -184,7 +182,7 @@ impl Group<'_> {
                 Some(Observation {
                     config: self.agent.to_string(),
                     case: r.case_id.clone(),
-                    condition: stats_condition(self.condition),
+                    condition: stats_condition(&self.condition),
                     attempt: r.attempt,
                     value: scored(r)?,
                 })
@@ -199,7 +197,7 @@ impl Group<'_> {
         let Ok(set) = ResultSet::new(self.observations()) else {
             return Vec::new();
         };
-        let Ok(curve) = set.pass_k_curve(self.agent, &stats_condition(self.condition)) else {
+        let Ok(curve) = set.pass_k_curve(self.agent, &stats_condition(&self.condition)) else {
             return Vec::new();
         };
         curve
@@ -257,7 +255,7 @@ impl Group<'_> {
         GroupStats {
             agent: self.agent.to_string(),
             track: self.track,
-            condition: self.condition,
+            condition: self.condition.clone(),
             cases: scores.map_or(0, CaseScores::len),
             trials: self.records.len(),
             infra_errors: self
@@ -337,16 +335,28 @@ fn glmm(track: Track, groups: &[Group], model_agents: &BTreeSet<&str>) -> GlmmRe
     }
     match ResultSet::new(observations).and_then(|set| fit_glmm(&set)) {
         Ok(fit) => {
-            let Some(c) = fit.context_effect() else {
-                out.error = Some("the model agents ran no context condition".into());
+            let effects: Vec<GlmmEffect> = fit
+                .levels
+                .iter()
+                .skip(1)
+                .zip(&fit.fixed[1..])
+                .filter_map(|(level, c)| {
+                    Some(GlmmEffect {
+                        condition: level.as_str().parse().ok()?,
+                        coefficient: coefficient(c),
+                        odds_ratio: c.estimate.exp(),
+                        odds_ratio_lower: (c.estimate - Z_975 * c.std_error).exp(),
+                        odds_ratio_upper: (c.estimate + Z_975 * c.std_error).exp(),
+                    })
+                })
+                .collect();
+            if effects.is_empty() {
+                out.error = Some("the model agents ran no condition with a bundle".into());
                 return out;
-            };
+            }
             out.fit = Some(GlmmFitSummary {
                 intercept: coefficient(&fit.fixed[0]),
-                context: coefficient(c),
-                odds_ratio: c.estimate.exp(),
-                odds_ratio_lower: (c.estimate - Z_975 * c.std_error).exp(),
-                odds_ratio_upper: (c.estimate + Z_975 * c.std_error).exp(),
+                effects,
                 sd_agent: fit.sd_config,
                 sd_case: fit.sd_case,
                 log_likelihood: fit.log_likelihood,
@@ -365,7 +375,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
     let mut by_group: BTreeMap<(&str, Track, Condition), Vec<&ResultRecord>> = BTreeMap::new();
     for r in records {
         by_group
-            .entry((r.agent.as_str(), r.track, r.condition))
+            .entry((r.agent.as_str(), r.track, r.condition.clone()))
             .or_default()
             .push(r);
     }
@@ -428,54 +438,62 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
         .into_iter()
         .filter(|t| records.iter().any(|r| r.track == *t))
         .collect();
-    let conditions: Vec<Condition> = Condition::ALL
+    let conditions: Vec<Condition> = records
+        .iter()
+        .map(|r| r.condition.clone())
+        .collect::<BTreeSet<_>>()
         .into_iter()
-        .filter(|c| records.iter().any(|r| r.condition == *c))
         .collect();
 
     let scores: BTreeMap<(&str, Track, Condition), CaseScores> = groups
         .iter()
-        .filter_map(|g| Some(((g.agent, g.track, g.condition), g.case_scores()?)))
+        .filter_map(|g| Some(((g.agent, g.track, g.condition.clone()), g.case_scores()?)))
         .collect();
 
     let mut condition_effects = Vec::new();
     let mut glmms = Vec::new();
-    if conditions.len() == 2 {
+    let symptom = Condition::symptom();
+    let with_bundle: Vec<&Condition> = conditions.iter().filter(|c| c.has_bundle()).collect();
+    if conditions.contains(&symptom) && !with_bundle.is_empty() {
         for &track in &tracks {
-            for &agent in &agent_names {
-                let context = scores.get(&(agent, track, Condition::Context));
-                let symptom = scores.get(&(agent, track, Condition::Symptom));
-                if let (Some(context), Some(symptom)) = (context, symptom) {
-                    let d = difference(context, symptom, options);
+            for &condition in &with_bundle {
+                for &agent in &agent_names {
+                    let given = scores.get(&(agent, track, condition.clone()));
+                    let alone = scores.get(&(agent, track, symptom.clone()));
+                    if let (Some(given), Some(alone)) = (given, alone) {
+                        let d = difference(given, alone, options);
+                        condition_effects.push(ConditionEffect {
+                            condition: condition.clone(),
+                            agent: Some(agent.to_string()),
+                            track,
+                            error: d.as_ref().err().cloned(),
+                            difference: d.ok(),
+                        });
+                    }
+                }
+                if !model_agents.is_empty() {
+                    let obs: Vec<Observation> = groups
+                        .iter()
+                        .filter(|g| g.track == track && model_agents.contains(g.agent))
+                        .flat_map(Group::observations)
+                        .collect();
+                    let d = ResultSet::new(obs)
+                        .and_then(|s| {
+                            s.pooled_paired_case_means(
+                                &stats_condition(condition),
+                                &stats_condition(&symptom),
+                            )
+                        })
+                        .map_err(|e| e.to_string())
+                        .and_then(|(given, alone)| difference(&given, &alone, options));
                     condition_effects.push(ConditionEffect {
-                        agent: Some(agent.to_string()),
+                        condition: condition.clone(),
+                        agent: None,
                         track,
                         error: d.as_ref().err().cloned(),
                         difference: d.ok(),
                     });
                 }
-            }
-            if !model_agents.is_empty() {
-                let obs: Vec<Observation> = groups
-                    .iter()
-                    .filter(|g| g.track == track && model_agents.contains(g.agent))
-                    .flat_map(Group::observations)
-                    .collect();
-                let d = ResultSet::new(obs)
-                    .and_then(|s| {
-                        s.pooled_paired_case_means(
-                            &stats_condition(Condition::Context),
-                            &stats_condition(Condition::Symptom),
-                        )
-                    })
-                    .map_err(|e| e.to_string())
-                    .and_then(|(context, symptom)| difference(&context, &symptom, options));
-                condition_effects.push(ConditionEffect {
-                    agent: None,
-                    track,
-                    error: d.as_ref().err().cloned(),
-                    difference: d.ok(),
-                });
             }
             glmms.push(glmm(track, &groups, &model_agents));
         }
@@ -483,11 +501,11 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
 
     let mut pairs = Vec::new();
     for &track in &tracks {
-        for &condition in &conditions {
+        for condition in &conditions {
             let present: Vec<&str> = agent_names
                 .iter()
                 .copied()
-                .filter(|a| scores.contains_key(&(*a, track, condition)))
+                .filter(|a| scores.contains_key(&(*a, track, condition.clone())))
                 .collect();
             for (i, first) in present.iter().enumerate() {
                 for second in &present[i + 1..] {
@@ -498,14 +516,14 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
     }
     let comparisons: Vec<Comparison> = par_map(&pairs, |&(track, condition, first, second)| {
         difference(
-            &scores[&(first, track, condition)],
-            &scores[&(second, track, condition)],
+            &scores[&(first, track, condition.clone())],
+            &scores[&(second, track, condition.clone())],
             options,
         )
         .ok()
         .map(|d| Comparison {
             track,
-            condition,
+            condition: condition.clone(),
             first: first.to_string(),
             second: second.to_string(),
             difference: d,
@@ -528,7 +546,7 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             cells.push(Cell {
                 agent: g.agent.to_string(),
                 track: g.track,
-                condition: g.condition,
+                condition: g.condition.clone(),
                 case: case.to_string(),
                 attempts: v.len(),
                 mean: (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64),
@@ -554,9 +572,14 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
             seed: options.bootstrap.seed,
         },
         groups: par_map(&groups, |g| {
-            g.stats(scores.get(&(g.agent, g.track, g.condition)), &info, options)
+            g.stats(
+                scores.get(&(g.agent, g.track, g.condition.clone())),
+                &info,
+                options,
+            )
         }),
         condition_effects,
+        providers: Vec::new(),
         comparisons,
         glmm: glmms,
         cases: cases.into_values().collect(),

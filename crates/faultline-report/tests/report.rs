@@ -92,8 +92,11 @@ fn paired_differences_and_the_glmm_see_the_context_effect() {
         .fit
         .as_ref()
         .unwrap_or_else(|| panic!("{:?}", glmm.error));
-    assert!(fit.context.estimate > 0.0);
-    assert!((fit.odds_ratio - fit.context.estimate.exp()).abs() < 1e-12);
+    assert_eq!(fit.effects.len(), 1);
+    let effect = &fit.effects[0];
+    assert_eq!(effect.condition, Condition::curated());
+    assert!(effect.coefficient.estimate > 0.0);
+    assert!((effect.odds_ratio - effect.coefficient.estimate.exp()).abs() < 1e-12);
     assert_eq!(fit.observations, 216);
 }
 
@@ -101,7 +104,7 @@ fn paired_differences_and_the_glmm_see_the_context_effect() {
 fn one_condition_has_no_condition_effects() {
     let records: Vec<ResultRecord> = sweep()
         .into_iter()
-        .filter(|r| r.condition == Condition::Symptom)
+        .filter(|r| r.condition == Condition::symptom())
         .collect();
     let r = report(&records);
     assert!(r.condition_effects.is_empty());
@@ -171,9 +174,9 @@ fn renderings_show_the_same_numbers_and_escape_names() {
     .unwrap();
     for id in [
         "forest-repair-symptom",
-        "forest-repair-context",
-        "paired-repair-0",
-        "pareto-cost-repair-context",
+        "forest-repair-curated",
+        "paired-repair-curated-0",
+        "pareto-cost-repair-curated",
         "pareto-tokens-repair-symptom",
         "actions-repair",
         "heatmap-repair",
@@ -205,8 +208,8 @@ fn report_json_round_trips() {
     assert_eq!(back.glmm.len(), r.glmm.len());
     for (a, b) in back.groups.iter().zip(&r.groups) {
         assert_eq!(
-            (&a.agent, a.track, a.condition),
-            (&b.agent, b.track, b.condition)
+            (&a.agent, a.track, &a.condition),
+            (&b.agent, b.track, &b.condition)
         );
         let (x, y) = (a.score.as_ref().unwrap(), b.score.as_ref().unwrap());
         assert!((x.value - y.value).abs() < 1e-12);
@@ -219,22 +222,24 @@ fn report_json_round_trips() {
 #[test]
 fn the_headline_states_the_context_effect_per_track() {
     let r = report(&sweep());
-    let line = markdown::headline(&r, Track::Repair).expect("a headline");
+    let lines = markdown::headline(&r, Track::Repair);
+    assert_eq!(lines.len(), 1, "one condition with a bundle: {lines:?}");
+    let line = lines[0].clone();
     let pooled = r
         .condition_effects
         .iter()
         .find(|e| e.agent.is_none())
         .and_then(|e| e.difference.as_ref())
         .unwrap();
-    let fit = r.glmm[0].fit.as_ref().unwrap();
+    let fit = &r.glmm[0].fit.as_ref().unwrap().effects[0];
     for part in [
         format!("went from {:.1}%", 100.0 * pooled.second_mean),
         format!("to {:.1}%", 100.0 * (pooled.second_mean + pooled.mean)),
         format!("over {} cases", pooled.cases),
         format!("odds ratio {:.2}", fit.odds_ratio),
         format!(
-            "Wald test of the mixed model's context term, p = {:.4}",
-            fit.context.p_value
+            "Wald test of the mixed model's curated term, p = {:.4}",
+            fit.coefficient.p_value
         ),
     ] {
         assert!(line.contains(&part), "`{part}` not in: {line}");
@@ -243,7 +248,7 @@ fn the_headline_states_the_context_effect_per_track() {
     let symptom: Vec<_> = r
         .groups
         .iter()
-        .filter(|g| g.condition == Condition::Symptom)
+        .filter(|g| g.condition == Condition::symptom())
         .filter_map(|g| g.score.as_ref().map(|s| s.value))
         .collect();
     let mean = symptom.iter().sum::<f64>() / symptom.len() as f64;
@@ -268,7 +273,7 @@ fn leaderboard_rows_line_up_across_conditions() {
     let best = "config-001";
     for x in records
         .iter_mut()
-        .filter(|x| x.agent == best && x.condition == Condition::Context)
+        .filter(|x| x.agent == best && x.condition == Condition::curated())
     {
         x.score = Some(0.0);
     }
@@ -292,9 +297,12 @@ fn leaderboard_rows_line_up_across_conditions() {
         gs.into_iter().map(|g| g.agent.clone()).collect()
     };
     // The agents rank differently with and without context.
-    assert_ne!(by_score(Condition::Symptom), by_score(Condition::Context));
-    assert_eq!(order(Condition::Symptom), order(Condition::Context));
-    assert_eq!(order(Condition::Symptom).len(), 3);
+    assert_ne!(
+        by_score(Condition::symptom()),
+        by_score(Condition::curated())
+    );
+    assert_eq!(order(Condition::symptom()), order(Condition::curated()));
+    assert_eq!(order(Condition::symptom()).len(), 3);
 }
 
 /// The paired plot explains its dot sizes, and no axis of any plot repeats a tick label.
@@ -302,12 +310,13 @@ fn leaderboard_rows_line_up_across_conditions() {
 fn plots_have_size_legends_and_distinct_ticks() {
     let r = report(&sweep());
     let agent = &r.groups[0].agent;
-    let paired = faultline_report::plots::paired(&r, Track::Repair, agent, 0);
+    let paired =
+        faultline_report::plots::paired(&r, Track::Repair, &Condition::curated(), agent, 0);
     assert!(paired.contains("cases at a point:"), "{paired}");
     let pareto = faultline_report::plots::pareto(
         &r,
         Track::Repair,
-        Condition::Context,
+        &Condition::curated(),
         faultline_report::plots::Spend::Cost,
     );
     for svg in [&paired, &pareto] {
@@ -336,7 +345,7 @@ fn context_that_turned_a_pass_into_a_fail_is_listed() {
         .iter_mut()
         .filter(|x| x.agent == agent && x.case_id == case)
     {
-        x.score = Some(if x.condition == Condition::Symptom {
+        x.score = Some(if x.condition == Condition::symptom() {
             1.0
         } else {
             0.0
@@ -347,18 +356,19 @@ fn context_that_turned_a_pass_into_a_fail_is_listed() {
     let row = misled
         .rows
         .iter()
-        .find(|row| row[1] == agent && row[2] == case)
+        .find(|row| row[2] == agent && row[3] == case)
         .expect("the flipped case is listed");
-    assert_eq!(row[3..], ["100.0%".to_string(), "0.0%".to_string()]);
+    assert_eq!(row[1], "curated");
+    assert_eq!(row[4..], ["100.0%".to_string(), "0.0%".to_string()]);
     for row in &misled.rows {
         let cell = |c: Condition| {
             r.cells
                 .iter()
-                .find(|x| x.agent == row[1] && x.case == row[2] && x.condition == c)
+                .find(|x| x.agent == row[2] && x.case == row[3] && x.condition == c)
                 .and_then(|x| x.mean)
                 .unwrap()
         };
-        assert!(cell(Condition::Symptom) >= 0.5 && cell(Condition::Context) < 0.5);
+        assert!(cell(Condition::symptom()) >= 0.5 && cell(Condition::curated()) < 0.5);
     }
     assert!(markdown::markdown(&r).contains("## Context that misled"));
     let page = html::render(&html::HtmlInputs {

@@ -7,6 +7,7 @@
 //! `faultline_grade`.
 
 pub mod agents;
+pub mod bundles;
 pub mod merge;
 pub mod pack;
 pub mod plan;

@@ -140,7 +140,7 @@ pub fn plan(
                 if !applies(agent, track, *oracle) {
                     continue;
                 }
-                for &condition in conditions {
+                for condition in conditions {
                     let n = if agent.baseline.is_some() {
                         baseline_attempts
                     } else {
@@ -153,7 +153,7 @@ pub fn plan(
                             agent: ai,
                             case: ci,
                             track,
-                            condition,
+                            condition: condition.clone(),
                             attempt,
                             seed: trial_seed(run_seed, &trial_id),
                             trial_id,
@@ -206,7 +206,7 @@ mod tests {
             &agents(),
             &cases,
             &Track::ALL,
-            &Condition::ALL,
+            &Condition::classic(),
             3,
             1,
             7,
@@ -230,7 +230,7 @@ mod tests {
             &agents(),
             &cases,
             &Track::ALL,
-            &Condition::ALL,
+            &Condition::classic(),
             2,
             1,
             7,
@@ -242,7 +242,7 @@ mod tests {
                     &agents(),
                     &cases,
                     &Track::ALL,
-                    &Condition::ALL,
+                    &Condition::classic(),
                     2,
                     1,
                     7,

@@ -30,7 +30,7 @@ pub fn record(
         tier: case.manifest.tier,
         symptom_names_function,
         track: t.track,
-        condition: t.condition,
+        condition: t.condition.clone(),
         attempt: t.attempt,
         agent: agent.to_string(),
         exit_status: traj.exit_status,

@@ -275,7 +275,8 @@ pub async fn import_predictions(
                     .any(|p| p.submission().is_ok_and(|(pt, _)| pt == *t))
             })
             .collect(),
-        conditions: Condition::ALL.to_vec(),
+        conditions: Condition::classic(),
+        providers: BTreeMap::new(),
         cases: locked_cases(
             cases
                 .prepared
@@ -292,7 +293,7 @@ pub async fn import_predictions(
     let mut records = Vec::new();
     for p in &preds {
         let case = corpus.get(&p.instance_id).expect("checked above");
-        let condition = p.condition.unwrap_or(Condition::Symptom);
+        let condition = p.condition.clone().unwrap_or_else(Condition::symptom);
         let attempt = p.attempt.unwrap_or(1);
         let agent = agent_name(&p.model_name_or_path);
         let (track, submission) = p.submission().map_err(anyhow::Error::msg)?;
@@ -301,7 +302,7 @@ pub async fn import_predictions(
             agent: 0,
             case: 0,
             track,
-            condition,
+            condition: condition.clone(),
             attempt,
             seed: trial_seed(0, &trial_id),
             trial_id: trial_id.clone(),

@@ -128,6 +128,7 @@ pub fn write_report(
         &faultline_report::summary::Options::default(),
     );
     report.regrade = run.read_regrade()?;
+    report.providers = faultline_report::providers::summarize(&records, &run.read_bundles()?);
     if let Some(path) = &outputs.json {
         faultline_schema::io::write_json_atomic(path, &report)
             .with_context(|| format!("writing {}", path.display()))?;

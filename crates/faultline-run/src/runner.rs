@@ -3,12 +3,14 @@
 //! redone from scratch, a changed configuration is refused unless forced.
 
 use crate::agents::{AgentSpec, agents_on_host};
+use crate::bundles::{self, RunBundles};
 use crate::plan::{AgentPlan, PlannedTrial, Shard, plan};
 use crate::records::{locked_cases, record};
 use anyhow::{Context, Result, bail};
 use faultline_agent::baselines;
 use faultline_agent::record::Recorder;
 use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, TrialEnv, TrialResult};
+use faultline_context::Providers;
 use faultline_corpus::checks::symptom_names;
 use faultline_corpus::curated::gold_patch;
 use faultline_corpus::gold::TreeDiff;
@@ -41,6 +43,11 @@ pub struct RunConfig {
     pub tracks: Vec<Track>,
     /// Conditions.
     pub conditions: Vec<Condition>,
+    /// The providers of conditions beyond the built-in ones.
+    pub providers: Providers,
+    /// Every case of the corpus, for the `irrelevant` control (which shows another case's
+    /// bundle).
+    pub corpus: Vec<Case>,
     /// Attempts per case, track and condition for model and external agents.
     pub attempts: u32,
     /// Attempts for baselines.
@@ -100,6 +107,8 @@ pub struct RunSummary {
     pub resumed: usize,
     /// Trials run now.
     pub ran: usize,
+    /// Trials not run because their condition's bundle was refused for their case.
+    pub refused: usize,
     /// Outcomes of all recorded trials.
     pub outcomes: BTreeMap<String, usize>,
     /// Cases this invocation prepared, or checked where they were prepared before.
@@ -123,6 +132,12 @@ fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunL
         baseline_attempts: cfg.baseline_attempts,
         tracks: cfg.tracks.clone(),
         conditions: cfg.conditions.clone(),
+        providers: cfg
+            .conditions
+            .iter()
+            .filter(|c| c.has_bundle())
+            .map(|c| Ok((c.to_string(), cfg.providers.version(c)?)))
+            .collect::<Result<_>>()?,
         cases: locked_cases(&cfg.cases)?,
         pricing: Some(cfg.pricing.table_version.clone()),
         grading: cfg.grading,
@@ -201,6 +216,7 @@ struct Shared {
     prepared: BTreeMap<String, PreparedCase>,
     gold: BTreeMap<String, TreeDiff>,
     names_function: BTreeMap<String, bool>,
+    bundles: RunBundles,
     builtins: BTreeMap<String, Arc<BuiltinAgent>>,
     log: Mutex<ResultsLog>,
     /// Why the run stops before its remaining trials: a failure every later trial would meet
@@ -233,6 +249,7 @@ pub async fn run(
 ) -> Result<RunSummary> {
     let run_dir = RunDir::new(&cfg.out);
     let _writer = run_dir.hold_writer()?;
+    cfg.providers.check(&cfg.conditions)?;
     let model_permits = Arc::new(Semaphore::new(cfg.model_workers.max(1)));
     let mut builtins = BTreeMap::new();
     let mut fingerprints = BTreeMap::new();
@@ -331,7 +348,30 @@ pub async fn run(
         gold.insert(case.id().to_string(), fix.diff);
         prepared.insert(case.id().to_string(), p);
     }
+    let ready: Vec<(&Case, &PreparedCase)> = cfg
+        .cases
+        .iter()
+        .filter_map(|c| Some((c, prepared.get(c.id())?)))
+        .collect();
+    let bundles = bundles::resolve(
+        &bundles::Resolver {
+            providers: &cfg.providers,
+            corpus: &cfg.corpus,
+            data: &data,
+            toolchain: &toolchain,
+            run: &run_dir,
+        },
+        &ready,
+        &cfg.conditions,
+    )
+    .await?;
     let prepare_secs = preparing.elapsed().as_secs_f64();
+    let before_bundles = pending.len();
+    let pending: Vec<PlannedTrial> = pending
+        .into_iter()
+        .filter(|t| bundles.allows(cfg.cases[t.case].id(), &t.condition))
+        .collect();
+    let refused = before_bundles - pending.len();
     for c in &cfg.cases {
         if !names_function.contains_key(c.id()) {
             names_function.insert(c.id().to_string(), false);
@@ -345,6 +385,7 @@ pub async fn run(
         prepared,
         gold,
         names_function,
+        bundles,
         builtins,
         log: Mutex::new(log),
         stopped: std::sync::Mutex::new(None),
@@ -390,8 +431,9 @@ pub async fn run(
     }
     Ok(RunSummary {
         total: trials.len(),
-        resumed: trials.len() - pending.len(),
+        resumed: trials.len() - pending.len() - refused,
         ran: pending.len(),
+        refused,
         outcomes,
         cases_ready,
         prepare_secs,
@@ -404,20 +446,17 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
     let agent = &cfg.agents[t.agent];
     let dir = RunDir::new(&cfg.out).trial(&t.trial_id);
     dir.reset()?;
+    let bundle = s.bundles.files(case.id(), &t.condition);
     let task = Task {
         schema_version: TASK_SCHEMA_VERSION,
         trial_id: t.trial_id.clone(),
         case_id: case.id().into(),
         track: t.track,
-        condition: t.condition,
+        condition: t.condition.clone(),
         attempt: t.attempt,
         seed: t.seed,
         crate_name: case.manifest.source.crate_name().into(),
-        bundle_files: if t.condition == Condition::Context {
-            case.bundle.iter().map(|b| b.name.clone()).collect()
-        } else {
-            Vec::new()
-        },
+        bundle_files: bundle.iter().map(|b| b.name.clone()).collect(),
         limits: cfg.limits.clone(),
     };
     dir.write_task(&task)?;
@@ -430,7 +469,7 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
                 t.track,
                 case,
                 &s.gold[case.id()],
-                &baselines::report_text(case, t.condition),
+                &baselines::report_text(&case.symptom, &bundle),
                 &prepared.stamp.agent.workspace,
             )?;
             let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
@@ -444,19 +483,25 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         // An error of an agent's run, or of the harness making its environment, is the
         // harness's own failure (a trajectory or a copy it could not write, say), not the trial's
         // outcome: it ends the run, and a resumed run redoes the trial.
-        AgentSpec::Builtin { .. } => {
-            let builtin = &s.builtins[&agent.name()];
-            match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => Ok(builtin.run(&env, Some(traj_path.clone())).await?),
-                Err(EnvError::Unavailable(e)) => Err(e),
-                Err(EnvError::Harness(e)) => return Err(e),
-            }
-        }
-        AgentSpec::External(ext) => {
-            match TrialEnv::create(case, prepared, task.clone(), &s.data, &s.toolchain) {
-                Ok(env) => Ok(ext.run(&env, &dir, Some(traj_path.clone())).await?),
-                Err(EnvError::Unavailable(e)) => Err(e),
-                Err(EnvError::Harness(e)) => return Err(e),
+        AgentSpec::Builtin { .. } | AgentSpec::External(_) => {
+            let env = TrialEnv::create(
+                case,
+                prepared,
+                task.clone(),
+                bundle.clone(),
+                &s.data,
+                &s.toolchain,
+            );
+            match (env, agent) {
+                (Ok(env), AgentSpec::External(ext)) => {
+                    Ok(ext.run(&env, &dir, Some(traj_path.clone())).await?)
+                }
+                (Ok(env), _) => {
+                    let builtin = &s.builtins[&agent.name()];
+                    Ok(builtin.run(&env, Some(traj_path.clone())).await?)
+                }
+                (Err(EnvError::Unavailable(e)), _) => Err(e),
+                (Err(EnvError::Harness(e)), _) => return Err(e),
             }
         }
     };

@@ -10,6 +10,18 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// Why a file of a run or bundle directory could not be written. The message names the file;
+/// the cause is the error's `source`.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {path}")]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// The underlying error.
+    #[source]
+    pub source: io::Error,
+}
+
 /// Why a recorded file could not be read. The message names the file and the cause, so the
 /// cause is not also the error's `source`: a chain printed whole (`{:#}`) shows it once.
 #[derive(Debug, thiserror::Error)]

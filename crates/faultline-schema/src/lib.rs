@@ -5,7 +5,9 @@
 //! network; the only I/O is reading and atomically writing these files ([`io`]), laid out in a
 //! run directory as [`rundir`] says.
 
+pub mod bundle;
 pub mod case;
+pub mod condition;
 pub mod diagnosis;
 pub mod grade;
 pub mod io;
@@ -20,10 +22,12 @@ pub mod task;
 pub mod trajectory;
 pub mod validation;
 
+pub use bundle::{BundleRecord, BundleStatus};
 pub use case::{
     CaseManifest, CaseParseError, Category, DecoyClass, DecoySpec, LabeledBlock, OracleKind,
     OracleSpec, Pin, Reasoning, RegressionSpec, RegressionTarget, Scenario, Source,
 };
+pub use condition::{Condition, ConditionKind};
 pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};
 pub use protection::{ProtectionRecord, ProtectionState};
@@ -31,5 +35,5 @@ pub use report::{PackManifest, Report};
 pub use run::{GradingSettings, ResultRecord, RunLock};
 pub use rundir::{RunDir, TrialDir};
 pub use submission::Submission;
-pub use task::{Condition, Limits, Task, Track};
+pub use task::{Limits, Task, Track};
 pub use trajectory::{ActionKind, ExitStatus, Trajectory};

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Format version of [`Report`].
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// The statistics of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -31,8 +31,12 @@ pub struct Report {
     pub bootstrap: BootstrapSettings,
     /// One entry per agent configuration, track and condition.
     pub groups: Vec<GroupStats>,
-    /// Paired context-minus-symptom differences, per agent and pooled over model agents.
+    /// Paired condition-minus-symptom differences, one per condition with a bundle, per agent
+    /// and pooled over model agents.
     pub condition_effects: Vec<ConditionEffect>,
+    /// What each context provider gave the run's cases, and what it cost.
+    #[serde(default)]
+    pub providers: Vec<ProviderSummary>,
     /// Paired differences between every two agent configurations, per track and condition.
     pub comparisons: Vec<Comparison>,
     /// The mixed-effects logistic regression of success on condition, per track.
@@ -219,9 +223,11 @@ pub struct Histogram {
     pub counts: Vec<usize>,
 }
 
-/// Context minus symptom over the same cases.
+/// A condition minus the symptom alone over the same cases.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ConditionEffect {
+    /// The condition compared with `symptom`.
+    pub condition: Condition,
     /// The agent configuration; absent for the pool of all model agents: per case, the
     /// configurations that ran it in both conditions, weighted equally.
     pub agent: Option<String>,
@@ -266,14 +272,8 @@ pub struct Coefficient {
 pub struct GlmmFitSummary {
     /// The intercept (symptom condition).
     pub intercept: Coefficient,
-    /// The context effect on the logit scale.
-    pub context: Coefficient,
-    /// `exp(context)`: the odds ratio of success with the bundle.
-    pub odds_ratio: f64,
-    /// Lower bound of its 95% Wald interval.
-    pub odds_ratio_lower: f64,
-    /// Upper bound of its 95% Wald interval.
-    pub odds_ratio_upper: f64,
+    /// One effect per condition with a bundle, against `symptom`.
+    pub effects: Vec<GlmmEffect>,
     /// Standard deviation of the agent intercepts.
     pub sd_agent: f64,
     /// Standard deviation of the case intercepts.
@@ -284,6 +284,63 @@ pub struct GlmmFitSummary {
     pub singular: bool,
     /// Trials in the fit.
     pub observations: usize,
+}
+
+/// One condition's coefficient in the GLMM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GlmmEffect {
+    /// The condition.
+    pub condition: Condition,
+    /// Its effect on the logit scale, against `symptom`.
+    pub coefficient: Coefficient,
+    /// `exp(estimate)`: the odds ratio of success with this condition's bundle.
+    pub odds_ratio: f64,
+    /// Lower bound of its 95% Wald interval.
+    pub odds_ratio_lower: f64,
+    /// Upper bound of its 95% Wald interval.
+    pub odds_ratio_upper: f64,
+}
+
+/// What one context provider gave the run's cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderSummary {
+    /// The condition the provider's bundles are shown in.
+    pub condition: Condition,
+    /// The provider and its version.
+    pub provider_version: String,
+    /// Cases whose bundle agents saw.
+    pub ready: usize,
+    /// Cases whose bundle was refused, each with the reason (no trial ran there).
+    pub refused: Vec<Refusal>,
+    /// Mean tokens of a shown bundle.
+    pub mean_tokens: f64,
+    /// Dollars the provider spent over all cases (model providers); absent when free.
+    pub cost_usd: Option<f64>,
+    /// Per agent and track: dollars per solved case, the agent's cost and the provider's.
+    pub cost_per_solved: Vec<CostPerSolved>,
+}
+
+/// A bundle refused for one case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Refusal {
+    /// The case.
+    pub case: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The economics of one agent on one track with a provider, against the symptom alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostPerSolved {
+    /// The agent configuration.
+    pub agent: String,
+    /// The track.
+    pub track: Track,
+    /// Dollars per solved case with the provider's bundle, its cost included; absent when
+    /// nothing was solved or a cost is unknown.
+    pub with_provider: Option<f64>,
+    /// Dollars per solved case with the symptom alone.
+    pub symptom_only: Option<f64>,
 }
 
 /// The GLMM of one track: the agents it covers and the fit, or why there is none.

@@ -106,7 +106,7 @@ mod tests {
             tier: 1,
             symptom_names_function: false,
             track: Track::Repair,
-            condition: Condition::Symptom,
+            condition: Condition::symptom(),
             attempt: 1,
             agent: "a".into(),
             exit_status: ExitStatus::Submitted,

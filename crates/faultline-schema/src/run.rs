@@ -103,6 +103,10 @@ pub struct RunLock {
     pub tracks: Vec<Track>,
     /// The conditions.
     pub conditions: Vec<Condition>,
+    /// The provider version of each condition with a bundle (empty in runs made before
+    /// providers existed).
+    #[serde(default)]
+    pub providers: std::collections::BTreeMap<String, String>,
     /// The cases, with hashes.
     pub cases: Vec<LockedCase>,
     /// The pricing table's version (built-in agents).
@@ -191,7 +195,8 @@ mod tests {
             attempts: 3,
             baseline_attempts: 1,
             tracks: vec![Track::Repair],
-            conditions: vec![Condition::Symptom],
+            conditions: vec![Condition::symptom()],
+            providers: Default::default(),
             cases: Vec::new(),
             pricing: None,
             grading: GradingSettings {

@@ -6,11 +6,14 @@
 //! ```text
 //! lock.json  results.jsonl  leaderboard.md  report.html  report.json  (pack.json  regrade.json)
 //! .writer                      (held by the one process writing the run; see RunDir::hold_writer)
+//! bundles/<case>/<condition>/   bundle.json  *.md   (what a context provider gave the case)
 //! trials/<agent>/<case>/<track>/<condition>/<attempt>/
 //!     task.json  trajectory.json  diagnosis.json | patch.diff | reproducer.rs  grade.json
 //!     task/  agent-output/  agent.log  agent-trajectory.json      (external agents)
 //! ```
 
+use crate::bundle::BundleDir;
+use crate::condition::Condition;
 use crate::grade::Grade;
 use crate::io::{ReadError, read_json, write_atomic, write_json_atomic};
 use crate::report::RegradeCheck;
@@ -27,6 +30,8 @@ use std::path::{Path, PathBuf};
 pub const LOCK_FILE: &str = "lock.json";
 /// One line per finished trial ([`crate::ResultRecord`]).
 pub const RESULTS_FILE: &str = "results.jsonl";
+/// The bundles shown to agents, one directory per case and condition ([`BundleDir`]).
+pub const BUNDLES_DIR: &str = "bundles";
 /// The directory holding one directory per trial.
 pub const TRIALS_DIR: &str = "trials";
 /// An archive's manifest ([`crate::PackManifest`]), inside the archive and an unpacked run.
@@ -58,17 +63,7 @@ pub const ARCHIVED_TRIAL_FILES: [&str; 6] = [
     GRADE_FILE,
 ];
 
-/// Why a file of a run directory could not be written. The message names the file; the cause
-/// is the error's `source`.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}")]
-pub struct WriteError {
-    /// The file.
-    pub path: PathBuf,
-    /// The underlying error.
-    #[source]
-    pub source: io::Error,
-}
+pub use crate::io::WriteError;
 
 fn write_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), WriteError> {
     write_json_atomic(&path, value).map_err(|source| WriteError { path, source })
@@ -237,6 +232,39 @@ impl RunDir {
     /// Records the re-grading check of an unpacked archive.
     pub fn write_regrade(&self, check: &RegradeCheck) -> Result<(), WriteError> {
         write_json(self.regrade_path(), check)
+    }
+
+    /// The bundle one case was shown in one condition, and its record.
+    pub fn bundle(&self, case: &str, condition: &Condition) -> BundleDir {
+        BundleDir::at(
+            self.root
+                .join(BUNDLES_DIR)
+                .join(case)
+                .join(condition.as_str()),
+        )
+    }
+
+    /// Every bundle record of the run (what each provider gave each case), by case and
+    /// condition; an unreadable record is an error naming its file.
+    pub fn read_bundles(&self) -> Result<Vec<crate::BundleRecord>, ReadError> {
+        let mut out = Vec::new();
+        let root = self.root.join(BUNDLES_DIR);
+        let Ok(cases) = std::fs::read_dir(&root) else {
+            return Ok(out);
+        };
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for case in cases.flatten() {
+            if let Ok(conditions) = std::fs::read_dir(case.path()) {
+                dirs.extend(conditions.flatten().map(|c| c.path()));
+            }
+        }
+        dirs.sort();
+        for dir in dirs {
+            if let Some((record, _)) = BundleDir::at(dir).read()? {
+                out.push(record);
+            }
+        }
+        Ok(out)
     }
 
     /// The directory of one trial.

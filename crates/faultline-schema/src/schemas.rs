@@ -16,6 +16,10 @@ pub fn all() -> Vec<(&'static str, String)> {
         ),
         ("task.schema.json", pretty(schema_for!(crate::task::Task))),
         (
+            "bundle.schema.json",
+            pretty(schema_for!(crate::bundle::BundleRecord)),
+        ),
+        (
             "trajectory.schema.json",
             pretty(schema_for!(crate::trajectory::Trajectory)),
         ),

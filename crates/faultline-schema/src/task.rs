@@ -2,6 +2,7 @@
 //! directory an external agent receives, together with `symptom.md` and (in the `context`
 //! condition) `context/*.md`.
 
+pub use crate::condition::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -51,48 +52,6 @@ impl std::str::FromStr for Track {
             .into_iter()
             .find(|t| t.as_str() == s)
             .ok_or_else(|| format!("unknown track `{s}`; expected diagnose, repair or reproduce"))
-    }
-}
-
-/// What the agent is shown.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Condition {
-    /// The symptom only.
-    Symptom,
-    /// The symptom and the debug-context bundle.
-    Context,
-}
-
-impl Condition {
-    /// Both conditions.
-    pub const ALL: [Condition; 2] = [Condition::Symptom, Condition::Context];
-
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Condition::Symptom => "symptom",
-            Condition::Context => "context",
-        }
-    }
-}
-
-impl fmt::Display for Condition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Condition {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Condition::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| format!("unknown condition `{s}`; expected symptom or context"))
     }
 }
 
@@ -158,7 +117,7 @@ pub struct Task {
 
 impl Task {
     /// The id of a trial.
-    pub fn trial_id(case: &str, track: Track, condition: Condition, attempt: u32) -> String {
+    pub fn trial_id(case: &str, track: Track, condition: &Condition, attempt: u32) -> String {
         format!("{case}/{track}/{condition}/{attempt}")
     }
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cases;
+mod providers;
 mod report;
 mod run;
 mod tools;

@@ -102,9 +102,16 @@ pub struct RunArgs {
         default_value = "diagnose,repair,reproduce"
     )]
     tracks: Vec<Track>,
-    /// Conditions, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "symptom,context")]
+    /// Conditions, comma-separated: `symptom` (the baseline), `curated` (the case's bundle; also
+    /// read as `context`), `irrelevant` (another case's bundle of the same system), `static`
+    /// (the static-analysis provider), `model:NAME` (a model writes the bundle; on --base-url and
+    /// --protocol as model agents), or an external provider's name (see --provider).
+    #[arg(long, value_delimiter = ',', default_value = "symptom,curated")]
     conditions: Vec<Condition>,
+    /// An external context provider, NAME=PROGRAM: its condition's name and an executable that
+    /// writes 1 to 3 Markdown files (docs/providers.md). Repeatable.
+    #[arg(long = "provider", value_name = "NAME=PROGRAM")]
+    providers: Vec<String>,
     /// Attempts per case, track and condition (model and external agents).
     #[arg(long, default_value_t = 3)]
     attempts: u32,
@@ -182,11 +189,7 @@ fn parse_agents(
     if specs.is_empty() {
         specs.push("baselines".into());
     }
-    let protocol = match args.protocol.as_str() {
-        "openai" => Protocol::OpenAiChat,
-        "anthropic" => Protocol::AnthropicMessages,
-        other => bail!("unknown protocol `{other}`; use openai or anthropic"),
-    };
+    let protocol = protocol(args)?;
     let mut out = Vec::new();
     for spec in specs {
         if spec == "baselines" {
@@ -241,6 +244,15 @@ fn parse_agents(
     Ok(out)
 }
 
+/// The wire protocol `--protocol` names, for model agents and model providers alike.
+fn protocol(args: &RunArgs) -> Result<Protocol> {
+    Ok(match args.protocol.as_str() {
+        "openai" => Protocol::OpenAiChat,
+        "anthropic" => Protocol::AnthropicMessages,
+        other => bail!("unknown protocol `{other}`; use openai or anthropic"),
+    })
+}
+
 /// The configuration of a model named on the command line, checked before the run starts.
 fn model_config(args: &RunArgs, protocol: Protocol, name: &str) -> Result<ModelConfig> {
     let mut model = ModelConfig::new(protocol, name);
@@ -281,9 +293,17 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         Some(s) => Some(s),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
     };
+    let providers = crate::providers::providers(
+        &args.providers,
+        &args.conditions,
+        |name| model_config(&args, protocol(&args)?, name),
+        &pricing,
+    )?;
     let cfg = RunConfig {
         out: args.out.clone(),
         cases: selected.into_iter().cloned().collect(),
+        corpus: corpus.cases.clone(),
+        providers,
         agents,
         tracks: args.tracks.clone(),
         conditions: args.conditions.clone(),
@@ -328,10 +348,18 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
         crate::bench::cases_ready_line(summary.cases_ready, summary.prepare_secs)
     );
     eprintln!(
-        "{} trials: {} already recorded, {} run now; outcomes: {}",
+        "{} trials: {} already recorded, {} run now{}; outcomes: {}",
         summary.total,
         summary.resumed,
         summary.ran,
+        if summary.refused > 0 {
+            format!(
+                ", {} not run (their bundle was refused; see the report's providers)",
+                summary.refused
+            )
+        } else {
+            String::new()
+        },
         summary
             .outcomes
             .iter()

@@ -29,17 +29,17 @@ pub async fn shell(env: &Env, args: ShellArgs) -> Result<ExitCode> {
         faultline_corpus::prepare(case, &env.data, &toolchain, &Default::default()).await?;
     let task = Task {
         schema_version: 1,
-        trial_id: Task::trial_id(case.id(), Track::Repair, Condition::Symptom, 0),
+        trial_id: Task::trial_id(case.id(), Track::Repair, &Condition::symptom(), 0),
         case_id: case.id().into(),
         track: Track::Repair,
-        condition: Condition::Symptom,
+        condition: Condition::symptom(),
         attempt: 0,
         seed: 0,
         crate_name: case.manifest.source.crate_name().into(),
         bundle_files: Vec::new(),
         limits: Limits::default(),
     };
-    let trial = TrialEnv::create(case, &prepared, task, &env.data, &toolchain)?;
+    let trial = TrialEnv::create(case, &prepared, task, Vec::new(), &env.data, &toolchain)?;
     eprintln!(
         "sandbox for {} (a scratch copy, deleted on exit; no network); `exit` to leave",
         case.id()

@@ -82,7 +82,7 @@ mod needs_chromium {
         assert!(run.join("report.json").is_file());
 
         // Baselines take no steps: give one trial a trajectory of two steps to walk through.
-        let stepped = run.join("trials/null/toy-double-merge/repair/context/1/trajectory.json");
+        let stepped = run.join("trials/null/toy-double-merge/repair/curated/1/trajectory.json");
         let mut trajectory: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&stepped).unwrap()).unwrap();
         let step = |index: u32, command: &str, output: &str| {
@@ -158,21 +158,30 @@ mod needs_chromium {
         let result = dom_text.find("id=\"result\"").expect("a result section");
         assert!(result < dom_text.find("id=\"leaderboard\"").unwrap());
         assert!(
-            dom_text[result..].contains("repair: no context effect is estimated"),
+            dom_text[result..].contains("repair, curated: no effect is estimated"),
             "{}",
             &dom_text[result..result + 600.min(dom_text.len() - result)]
         );
         for id in [
             "forest-diagnose-symptom",
-            "forest-repair-context",
-            "paired-diagnose-0",
+            "forest-repair-curated",
+            "paired-diagnose-curated-0",
             "pareto-cost-reproduce-symptom",
-            "pareto-tokens-repair-context",
+            "pareto-tokens-repair-curated",
             "actions-diagnose",
             "heatmap-repair",
         ] {
             assert!(dom_text.contains(&format!("id=\"{id}\"")), "no plot {id}");
         }
+        // The providers table: the curated bundle shown for the one case, nothing refused.
+        let providers = &dom_text[dom_text
+            .find("id=\"providers\"")
+            .expect("a providers table")..];
+        let providers = &providers[..providers.find("</table>").unwrap()];
+        assert!(
+            providers.contains("<td>curated</td><td>curated-1</td><td>1</td><td>0</td>"),
+            "{providers}"
+        );
         let summary = &dom_text[dom_text.find("id=\"trial-summary\"").unwrap()..];
         assert!(summary[..400].contains(trial), "{}", &summary[..400]);
         let source = &dom_text[dom_text.find("id=\"source-view\"").unwrap()..];
@@ -186,7 +195,7 @@ mod needs_chromium {
         // The second step of the stepped trial, its observation shown as text.
         let dom = headless(
             &html,
-            "trial=null/toy-double-merge/repair/context/1&step=2",
+            "trial=null/toy-double-merge/repair/curated/1&step=2",
             &["--dump-dom"],
         );
         let dom_text = String::from_utf8_lossy(&dom.stdout);

@@ -160,7 +160,7 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
     }
     let o = outcomes(&rs);
     assert_eq!(o["gold/toy-double-merge/repair/symptom/1"].0, "pass");
-    assert_eq!(o["null/toy-double-merge/repair/context/1"].0, "fail_oracle");
+    assert_eq!(o["null/toy-double-merge/repair/curated/1"].0, "fail_oracle");
     assert_eq!(o["gold/toy-double-merge/diagnose/symptom/1"].1, Some(1.0));
     // Every diagnosis records DistDebug's block coverage beside its score.
     for r in rs
@@ -169,7 +169,7 @@ fn a_run_killed_twenty_times_resumes_to_a_complete_record() {
     {
         assert!(r.block_coverage.is_some(), "{}", r.trial_id);
     }
-    assert!(o.contains_key("everything/toy-double-merge/diagnose/context/1"));
+    assert!(o.contains_key("everything/toy-double-merge/diagnose/curated/1"));
 
     // The same run never interrupted, with a data directory of its own (so no grade the killed
     // runs cached is served to it), records the same results apart from their timing.
@@ -485,7 +485,7 @@ fn predictions_are_imported_and_graded() {
     let o = outcomes(&records(&run));
     assert_eq!(o["org-fixer/toy-double-merge/repair/symptom/1"].0, "pass");
     assert_eq!(
-        o["org-fixer/toy-double-merge/repair/context/1"].0,
+        o["org-fixer/toy-double-merge/repair/curated/1"].0,
         "fail_oracle"
     );
 

@@ -79,6 +79,7 @@ pub async fn trial(
         &f.case,
         &f.prepared,
         task(f, track, limits),
+        f.case.bundle.clone(),
         &f.data,
         &f.toolchain,
     )
@@ -90,10 +91,10 @@ pub async fn trial(
 pub fn task(f: &Prepared, track: Track, limits: Limits) -> Task {
     Task {
         schema_version: 1,
-        trial_id: Task::trial_id(f.case.id(), track, Condition::Context, 1),
+        trial_id: Task::trial_id(f.case.id(), track, &Condition::curated(), 1),
         case_id: f.case.id().into(),
         track,
-        condition: Condition::Context,
+        condition: Condition::curated(),
         attempt: 1,
         seed: 7,
         crate_name: "toy-counter".into(),

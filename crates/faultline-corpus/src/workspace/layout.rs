@@ -87,6 +87,14 @@ impl DataDir {
             .join("grade-cache")
     }
 
+    /// Where the context providers' bundles are cached, per case and provider version.
+    pub fn bundle_cache(&self) -> PathBuf {
+        self.scratch
+            .as_deref()
+            .unwrap_or(&self.root)
+            .join("bundle-cache")
+    }
+
     /// `$FAULTLINE_DATA`, else `$XDG_CACHE_HOME/faultline`, else `~/.cache/faultline`.
     pub fn from_env() -> Result<DataDir> {
         if let Some(d) = std::env::var_os("FAULTLINE_DATA") {

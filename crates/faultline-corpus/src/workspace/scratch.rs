@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 
 /// The names scratch directories start with; nothing else in the scratch space is swept.
-const PREFIXES: [&str; 3] = ["trial-", "bench-", "generator-"];
+const PREFIXES: [&str; 4] = ["trial-", "bench-", "generator-", "provider-"];
 
 /// The scratch space's own lock: shared while a directory is made and locked, exclusive while
 /// the sweep runs.
@@ -36,7 +36,7 @@ impl ScratchDir {
 }
 
 impl DataDir {
-    /// A new private directory in the scratch space; `kind` is `trial`, `bench` or `generator`.
+    /// A new private directory in the scratch space; `kind` is `trial`, `bench`, `generator` or `provider`.
     pub fn scratch_dir(&self, kind: &str) -> Result<ScratchDir> {
         let prefix = format!("{kind}-");
         debug_assert!(PREFIXES.contains(&prefix.as_str()), "unknown kind {kind}");
