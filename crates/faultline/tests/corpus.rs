@@ -145,23 +145,35 @@ fn the_validation_report_covers_every_case_as_it_is_now() {
     );
 }
 
-/// The smoke suite, fetched from the package registry.
+/// Real cases fetched from the package registry.
 mod needs_registry {
     use super::*;
     use faultline_testkit::needs::registry;
     use std::process::Command;
 
-    /// Validates the smoke suite from scratch, then runs the gold baseline's reproducers on the
-    /// cases it prepared: every one must stay `valid` under the reproduce track's rules.
+    /// The two lightest cases of the smoke suite (about 140 s each to validate at k = 5 on an idle
+    /// machine, against 470 and 520 s for the other two), so the whole test command stays near its
+    /// time budget; `corpus/VALIDATION.md` and the test above keep every case's full validation
+    /// current.
+    const FROM_SCRATCH: [&str; 2] = [
+        "foca-stale-identity-accepted",
+        "raft-rs-campaign-during-snapshot-panics",
+    ];
+    /// Oracle runs per version: enough to see a flaky oracle disagree with itself.
+    const K: &str = "2";
+
+    /// Validates real cases from scratch, then runs the gold baseline's reproducers on the cases
+    /// it prepared: every one must stay `valid` under the reproduce track's rules.
     #[test]
-    fn the_smoke_suite_validates_from_scratch() {
+    fn real_cases_validate_from_scratch() {
         // A fresh data directory: the sources are fetched through cargo, the workspaces built cold.
         let tmp = tempfile::tempdir().unwrap();
         let data = registry::reused_data_dir().unwrap_or_else(|| tmp.path().to_path_buf());
         let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
             .arg("--corpus")
             .arg(corpus_dir())
-            .args(["cases", "validate", "--suite", "smoke", "--json"])
+            .args(["cases", "validate", "--json", "-k", K])
+            .args(FROM_SCRATCH)
             .env("FAULTLINE_DATA", &data)
             .output()
             .unwrap();
@@ -170,6 +182,7 @@ mod needs_registry {
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 panic!("{e}\n{stderr}\n{}", registry::note())
             });
+        assert_eq!(report.cases.len(), FROM_SCRATCH.len());
         for c in &report.cases {
             assert!(c.passed, "{}: {:#?}", c.case_id, c.problems);
             assert_eq!(c.buggy_failures(), report.k);
@@ -183,8 +196,6 @@ mod needs_registry {
             .arg(corpus_dir())
             .args([
                 "run",
-                "--suite",
-                "smoke",
                 "--agent",
                 "baseline:gold",
                 "--tracks",
@@ -194,6 +205,7 @@ mod needs_registry {
                 "--out",
             ])
             .arg(&run)
+            .args(FROM_SCRATCH)
             .env("FAULTLINE_DATA", &data)
             .output()
             .unwrap();
