@@ -5,7 +5,6 @@
 pub mod cache;
 pub mod diagnosis;
 pub mod grader;
-pub mod legality;
 pub mod libtest;
 pub mod patch;
 pub mod protections;

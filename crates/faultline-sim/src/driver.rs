@@ -2,11 +2,13 @@
 //! and prints one result line per schedule, so that the grader knows which schedule a server
 //! that never yields was stuck on.
 //!
-//! Usage: `DRIVER SCHEDULES.json START MARKER [--histories DIR]`, where `SCHEDULES.json` is a
-//! JSON list of schedules, `START` the index of the first to run, and `MARKER` the word each
-//! result line starts with (the grader picks a new one each time, so what a server prints is
-//! not read as a result).
+//! Usage: `DRIVER START [--histories DIR]`, where `START` is the index of the first schedule to
+//! run. Standard input holds a marker line, the word each result line starts with (the grader
+//! picks a new one each time, so what a server prints is not read as a result), then the
+//! schedules as a JSON list. Neither is on the command line or in a file, where a server could
+//! find them; both are read before the first server starts.
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,61 +16,61 @@ use crate::api::Server;
 use crate::grade::grade_all;
 use crate::plan::Schedule;
 
+const USAGE: &str = "usage: DRIVER START [--histories DIR] < MARKER-LINE + SCHEDULES.json";
+
 #[derive(Debug)]
 struct Args {
-    schedules: PathBuf,
     start: usize,
-    marker: String,
     histories: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: DRIVER SCHEDULES.json START MARKER [--histories DIR]";
-    let [schedules, start, marker, rest @ ..] = args else {
-        return Err(usage.into());
+    let [start, rest @ ..] = args else {
+        return Err(USAGE.into());
     };
     let start = start
         .parse()
-        .map_err(|_| format!("START is not an index: {start}\n{usage}"))?;
+        .map_err(|_| format!("START is not an index: {start}\n{USAGE}"))?;
     let histories = match rest {
         [] => None,
         [flag, dir] if flag == "--histories" => Some(PathBuf::from(dir)),
-        _ => return Err(usage.into()),
+        _ => return Err(USAGE.into()),
     };
-    if marker.is_empty() || marker.contains(char::is_whitespace) {
-        return Err(format!("MARKER must be one word\n{usage}"));
-    }
-    Ok(Args {
-        schedules: schedules.into(),
-        start,
-        marker: marker.clone(),
-        histories,
-    })
+    Ok(Args { start, histories })
 }
 
-fn load(path: &PathBuf) -> Result<Vec<Schedule>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let schedules: Vec<Schedule> = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a list of schedules: {e}", path.display()))?;
+/// The marker and the schedules, from the driver's standard input.
+fn read_input(input: &str) -> Result<(String, Vec<Schedule>), String> {
+    let (marker, json) = input.split_once('\n').unwrap_or((input, ""));
+    if marker.is_empty() || marker.contains(char::is_whitespace) {
+        return Err(format!(
+            "the first line must be one word, the marker\n{USAGE}"
+        ));
+    }
+    let schedules: Vec<Schedule> = serde_json::from_str(json)
+        .map_err(|e| format!("standard input is not a marker and a list of schedules: {e}"))?;
     for s in &schedules {
         s.plan
             .validate()
             .map_err(|e| format!("schedule {}: {e}", s.name))?;
     }
-    Ok(schedules)
+    Ok((marker.to_string(), schedules))
 }
 
 /// Runs the schedules of the command line on server `S`, printing each result as a JSON line.
 pub fn main<S: Server>() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = parse(&args).and_then(|args| {
-        let schedules = load(&args.schedules)?;
+        let mut input = String::new();
+        std::io::stdin()
+            .read_to_string(&mut input)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        let (marker, schedules) = read_input(&input)?;
         let rest = schedules.get(args.start..).unwrap_or_default();
         grade_all::<S>(
             rest,
             args.histories.as_deref(),
-            &args.marker,
+            &marker,
             &mut std::io::stdout().lock(),
         )
         .map_err(|e| e.to_string())
@@ -92,16 +94,23 @@ mod tests {
 
     #[test]
     fn arguments_are_read_and_bad_ones_named() {
-        let a = parse(&strings(&["s.json", "3", "m1", "--histories", "h"])).unwrap();
+        let a = parse(&strings(&["3", "--histories", "h"])).unwrap();
         assert_eq!((a.start, a.histories), (3, Some(PathBuf::from("h"))));
-        assert_eq!(a.marker, "m1");
-        assert!(parse(&strings(&["s.json", "3", "two words"])).is_err());
-        assert!(parse(&strings(&["s.json"])).unwrap_err().contains("usage"));
+        assert!(parse(&strings(&[])).unwrap_err().contains("usage"));
         assert!(
-            parse(&strings(&["s.json", "x", "m"]))
+            parse(&strings(&["x"]))
                 .unwrap_err()
                 .contains("not an index")
         );
-        assert!(parse(&strings(&["s.json", "1", "m", "--what"])).is_err());
+        assert!(parse(&strings(&["1", "--what"])).is_err());
+    }
+
+    #[test]
+    fn the_marker_and_schedules_come_from_standard_input() {
+        let (marker, schedules) = read_input("m1\n[]").unwrap();
+        assert_eq!((marker.as_str(), schedules.len()), ("m1", 0));
+        assert!(read_input("two words\n[]").unwrap_err().contains("marker"));
+        assert!(read_input("m1\n{").unwrap_err().contains("schedules"));
+        assert!(read_input("m1").is_err());
     }
 }

@@ -28,6 +28,11 @@ pub struct GradeReport {
     /// Set when the submission did not build: the end of the compiler's output. No schedule
     /// ran.
     pub build_error: Option<String>,
+    /// Set when the submission's sources break the rules of what a server may reach (a file,
+    /// the environment, a process, the network, unsafe code...), one line per violation: it
+    /// was neither built nor run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule_violations: Vec<String>,
     /// Every schedule's result, in the task's order.
     pub schedules: Vec<ScheduleResult>,
     /// Schedules passed.
@@ -53,6 +58,7 @@ impl GradeReport {
             task: task.to_string(),
             submission: submission.to_string(),
             build_error: None,
+            rule_violations: Vec::new(),
             share_passed: if total == 0 {
                 0.0
             } else {
@@ -63,6 +69,14 @@ impl GradeReport {
             total,
             build_seconds: 0.0,
             run_seconds: 0.0,
+        }
+    }
+
+    /// The report of a submission refused before its build for breaking the rules.
+    pub fn refused(task: &str, submission: &str, total: usize, violations: Vec<String>) -> Self {
+        GradeReport {
+            rule_violations: violations,
+            ..GradeReport::new(task, submission, Vec::new(), total)
         }
     }
 

@@ -13,6 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use faultline_legality::Legality;
+
 use crate::grade::GradeReport;
 use crate::plan::Schedule;
 use crate::task::{TaskError, TaskSpec};
@@ -76,28 +78,78 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
-/// Copies a crate's files, leaving out build output and lockfiles.
-fn copy_crate(from: &Path, to: &Path) -> Result<(), RunnerError> {
-    std::fs::create_dir_all(to).map_err(|e| io(&format!("creating {}", to.display()), e))?;
+/// Copies the regular files and directories under `from`; a link or any other kind of file is
+/// refused, since it could point the build at a file outside the submission.
+fn copy_sources(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("creating {}: {e}", to.display()))?;
     let entries =
-        std::fs::read_dir(from).map_err(|e| io(&format!("reading {}", from.display()), e))?;
+        std::fs::read_dir(from).map_err(|e| format!("reading {}: {e}", from.display()))?;
     for entry in entries {
-        let entry = entry.map_err(|e| io("reading the submission", e))?;
-        let name = entry.file_name();
-        if name == "target" || name == "Cargo.lock" || name == ".git" {
-            continue;
-        }
+        let entry = entry.map_err(|e| format!("reading {}: {e}", from.display()))?;
         let kind = entry
             .file_type()
-            .map_err(|e| io("reading the submission", e))?;
-        let (src, dst) = (entry.path(), to.join(&name));
+            .map_err(|e| format!("reading {}: {e}", entry.path().display()))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
         if kind.is_dir() {
-            copy_crate(&src, &dst)?;
+            copy_sources(&src, &dst)?;
         } else if kind.is_file() {
-            std::fs::copy(&src, &dst).map_err(|e| io(&format!("copying {}", src.display()), e))?;
+            std::fs::copy(&src, &dst).map_err(|e| format!("copying {}: {e}", src.display()))?;
+        } else {
+            return Err(format!("{} is not a regular file", src.display()));
         }
     }
     Ok(())
+}
+
+/// Takes a submission's `src/` and nothing else: the crate is built with the skeleton's
+/// manifest, so a submission cannot add a build script, a dependency or a profile.
+fn take_submission(submission: &Path, skeleton: &Path, to: &Path) -> Result<(), String> {
+    let src = submission.join("src");
+    if !src.is_dir() {
+        return Err(format!("{} has no src/ directory", submission.display()));
+    }
+    copy_sources(&src, &to.join("src"))?;
+    std::fs::copy(skeleton.join("Cargo.toml"), to.join("Cargo.toml"))
+        .map(|_| ())
+        .map_err(|e| format!("copying the skeleton's Cargo.toml: {e}"))
+}
+
+/// Every rule a Rust file under `src/` breaks, as `path:line: rule: what`.
+fn rule_violations(crate_dir: &Path) -> Result<Vec<String>, RunnerError> {
+    let mut found = Vec::new();
+    let mut todo = vec![crate_dir.join("src")];
+    while let Some(dir) = todo.pop() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| io(&format!("reading {}", dir.display()), e))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| io(&format!("reading {}", dir.display()), e))?;
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                todo.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let shown = path.strip_prefix(crate_dir).unwrap_or(&path).display();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                found.push(format!("{shown}: not UTF-8 text"));
+                continue;
+            };
+            match faultline_legality::check_build_source(&text) {
+                Legality::Legal => {}
+                Legality::Unreadable(why) => found.push(format!("{shown}: unreadable: {why}")),
+                Legality::Illegal(violations) => found.extend(
+                    violations
+                        .iter()
+                        .map(|v| format!("{shown}:{}: {}: {}", v.line, v.rule, v.found)),
+                ),
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// Points the copied submission's `faultline-sim` dependency at this harness, wherever the
@@ -206,25 +258,29 @@ fn run_driver(
     schedules: &[Schedule],
     request: &GradeRequest,
 ) -> Result<Vec<ScheduleResult>, RunnerError> {
-    let file = work.join("schedules.json");
-    let json = serde_json::to_vec(schedules).map_err(|e| io("encoding schedules", e))?;
-    std::fs::write(&file, json).map_err(|e| io("writing schedules", e))?;
-    let stderr_path = work.join("driver.stderr");
     let marker = new_marker();
+    let mut input = format!("{marker}\n").into_bytes();
+    serde_json::to_writer(&mut input, schedules).map_err(|e| io("encoding schedules", e))?;
+    let stderr_path = work.join("driver.stderr");
     let mut results: Vec<ScheduleResult> = Vec::with_capacity(schedules.len());
     while results.len() < schedules.len() {
         let start = results.len();
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| io("driver stderr", e))?;
         let mut command = Command::new(exe);
-        command.arg(&file).arg(start.to_string()).arg(&marker);
+        command.arg(start.to_string());
         if let Some(dir) = &request.histories {
             command.arg("--histories").arg(dir);
         }
         let mut child = command
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
             .map_err(|e| io("cannot start the driver", e))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let written = input.clone();
+        // A driver that dies early closes the pipe: that shows as its death, below.
+        std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &written));
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -293,9 +349,26 @@ pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerErr
     }
     let work = tempfile::tempdir().map_err(|e| io("creating a work directory", e))?;
     let submission = work.path().join("submission");
-    copy_crate(&request.submission, &submission)?;
+    let skeleton = request.task_dir.join("skeleton");
+    if let Err(message) = take_submission(&request.submission, &skeleton, &submission) {
+        return Ok(GradeReport::build_failed(
+            &spec.id,
+            &shown,
+            schedules.len(),
+            message,
+        ));
+    }
     if let Some(patch) = &request.patch {
         apply_patch(&submission, patch)?;
+    }
+    let violations = rule_violations(&submission)?;
+    if !violations.is_empty() {
+        return Ok(GradeReport::refused(
+            &spec.id,
+            &shown,
+            schedules.len(),
+            violations,
+        ));
     }
     if let Some(dir) = &request.histories {
         std::fs::create_dir_all(dir).map_err(|e| io("creating the histories directory", e))?;

@@ -176,3 +176,85 @@ fn what_a_server_prints_is_not_taken_for_a_result() {
         Some("liveness")
     );
 }
+
+/// A submission crate made of the skeleton with `edit` applied to its `src/lib.rs`.
+fn edited_skeleton(dir: &Path, edit: impl Fn(&str) -> String) -> PathBuf {
+    let crate_dir = dir.join("submission");
+    std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+    std::fs::copy(
+        task_dir().join("skeleton/Cargo.toml"),
+        crate_dir.join("Cargo.toml"),
+    )
+    .unwrap();
+    let skeleton = std::fs::read_to_string(task_dir().join("skeleton/src/lib.rs")).unwrap();
+    let edited = edit(&skeleton);
+    assert_ne!(edited, skeleton, "the skeleton changed shape");
+    std::fs::write(crate_dir.join("src/lib.rs"), edited).unwrap();
+    crate_dir
+}
+
+/// Attack: a server that reads the hidden schedules from the driver's files or command line,
+/// or loads a file at compile time, is refused before it is built, and scores nothing.
+#[test]
+fn a_server_reaching_for_the_schedules_is_refused_unbuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let forger = edited_skeleton(dir.path(), |s| {
+        format!(
+            "{s}\npub fn peek() -> usize {{\n    let args: Vec<String> = std::env::args().collect();\n    \
+             std::fs::read(\"/proc/self/cmdline\").map(|b| b.len()).unwrap_or(args.len())\n}}\n\
+             #[path = \"../../schedules.json\"]\nmod hidden;\n"
+        )
+    });
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(forger, None, only)).unwrap();
+    let rules = report.rule_violations.join("\n");
+    for rule in ["environment access", "file access"] {
+        assert!(rules.contains(rule), "{rules}");
+    }
+    assert!(rules.contains("src/lib.rs:"), "{rules}");
+    assert!(report.schedules.is_empty(), "it ran: {report:?}");
+    assert_eq!((report.passed, report.share_passed), (0, 0.0));
+    assert_eq!(report.build_seconds, 0.0, "it was built");
+}
+
+/// Attack: a submission's own manifest and build script are not used: the crate is built with
+/// the skeleton's manifest, so neither a script that would run at build time nor a dependency
+/// beyond the permitted ones gets in.
+#[test]
+fn a_submissions_build_script_and_manifest_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = edited_skeleton(dir.path(), |s| format!("{s}\n// unchanged server\n"));
+    std::fs::write(
+        crate_dir.join("build.rs"),
+        "fn main() { panic!(\"a submission's build script ran\"); }\n",
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    std::fs::write(
+        crate_dir.join("Cargo.toml"),
+        manifest.replace(
+            "[dependencies]",
+            "build = \"build.rs\"\n\n[dependencies]\nno-such-crate-anywhere = \"9\"",
+        ),
+    )
+    .unwrap();
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    assert_eq!(report.build_error, None);
+    assert!(report.rule_violations.is_empty(), "{report:?}");
+    assert_eq!(report.schedules.len(), 1);
+}
+
+/// Attack: a link in the sources could point the build at any file; it is refused.
+#[test]
+fn a_link_among_the_sources_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = edited_skeleton(dir.path(), |s| format!("{s}\nmod peek;\n"));
+    std::os::unix::fs::symlink(task_dir().join("task.toml"), crate_dir.join("src/peek.rs"))
+        .unwrap();
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    let error = report.build_error.unwrap_or_default();
+    assert!(error.contains("not a regular file"), "{error}");
+    assert!(report.schedules.is_empty());
+}

@@ -7,7 +7,7 @@
 use faultline_agent::{Baseline, baselines};
 use faultline_corpus::Corpus;
 use faultline_corpus::gold::TreeDiff;
-use faultline_grade::legality::{Legality, check_reproducer};
+use faultline_legality::{Legality, check_reproducer};
 use faultline_schema::Submission;
 use faultline_schema::Track;
 use faultline_testkit::corpus_dir;

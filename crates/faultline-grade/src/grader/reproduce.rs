@@ -3,13 +3,13 @@
 //! each, built where neither the oracle nor its build products exist.
 
 use super::{GradeContext, begin, cap, conclude, still_intact};
-use crate::legality::{Legality, check_reproducer};
 use crate::libtest::RunVerdict;
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
 use faultline_corpus::TemplateKind;
 use faultline_corpus::curated::gold_patch;
 use faultline_corpus::workspace::{REPRODUCER_PATH, install_reproducer};
+use faultline_legality::{Legality, check_reproducer};
 use faultline_schema::grade::ReproductionDetails;
 use faultline_schema::{Grade, GradingSettings, OracleKind, Outcome, Track};
 use std::time::{Duration, Instant};

@@ -51,6 +51,19 @@ pub(super) struct Checker {
     resolved: usize,
     /// What breaks a rule, in line order.
     pub(super) found: BTreeSet<Violation>,
+    /// Whether `mod name;` may load a file beside this one: a build submission's other files,
+    /// each checked in turn, while a reproducer is one file.
+    pub(super) module_files_allowed: bool,
+}
+
+impl Checker {
+    /// A checker for one file; `module_files_allowed` as in [`Checker::module_files_allowed`].
+    pub(super) fn new(module_files_allowed: bool) -> Self {
+        Checker {
+            module_files_allowed,
+            ..Checker::default()
+        }
+    }
 }
 
 fn show(path: &[String]) -> String {
@@ -288,6 +301,7 @@ impl Checker {
                 "`extern` (a foreign function or block)".into(),
             );
         } else if *id == "mod"
+            && !self.module_files_allowed
             && let Some(TokenTree::Ident(name)) = tts.get(i + 1)
             && is_punct(tts.get(i + 2), ';')
         {

@@ -1,4 +1,4 @@
-//! What a reproducer may do, checked before it is built.
+//! What a reproducer or a build-track server may do, checked before it is built.
 //!
 //! A reproducer must tell the buggy version from the fixed one by exercising the crate, so it
 //! may not read anything that could tell them apart otherwise: files (the crate's sources), the
@@ -15,7 +15,7 @@
 //! files or change linkage, and macros that assemble paths from their arguments (which could
 //! assemble any of the above from innocent pieces). What it cannot know, such as a dependency's
 //! function that happens to read a file, finds nothing to read: the reproducer runs in a
-//! sandbox that holds only its own executable (see [`crate::Workbench::run_alone`]).
+//! sandbox that holds only its own executable (`faultline_grade::Workbench::run_alone`).
 //!
 //! The check is split by job: `tokens` reads paths and imports out of the tokens, `rules` says
 //! which rules there are and which paths break them, and `checker` walks a file, following
@@ -48,6 +48,19 @@ pub enum Legality {
 
 /// Checks a reproducer's text against the rules.
 pub fn check_reproducer(text: &str) -> Legality {
+    check(text, false)
+}
+
+/// Checks one source file of a build-track submission against the same rules, except that
+/// `mod name;` may load another file of the crate: the grader copies only the crate's `src/`
+/// and checks every file in it, and `#[path]`, which could reach outside it, stays forbidden.
+/// A server talks to the world only through the harness's node API; a door to the system would
+/// let it read the hidden schedules or forge the grader's result lines.
+pub fn check_build_source(text: &str) -> Legality {
+    check(text, true)
+}
+
+fn check(text: &str, module_files_allowed: bool) -> Legality {
     // The compiler skips a byte-order mark. A shebang line is not skipped: no test needs one,
     // and deciding as the compiler does whether `#!` opens one takes a lexer of its own.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -59,7 +72,7 @@ pub fn check_reproducer(text: &str) -> Legality {
         return Legality::Unreadable(format!("brackets are nested more than {MAX_NESTING} deep"));
     }
     let tokens: Vec<TokenTree> = stream.into_iter().collect();
-    let mut checker = Checker::default();
+    let mut checker = Checker::new(module_files_allowed);
     checker.collect_imports(&tokens);
     checker.scan(&tokens);
     if checker.found.is_empty() {

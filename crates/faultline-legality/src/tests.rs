@@ -335,3 +335,39 @@ fn imports_that_rename_each_other_endlessly_are_bounded() {
     // Imports that name each other in a cycle end.
     assert_legal("use a as b; use b as a; fn f() { a::x::y(); }");
 }
+
+#[test]
+fn a_build_submission_may_split_into_files_and_nothing_more() {
+    let sources = "mod log;\npub mod node;\nuse crate::log::Log;\n";
+    assert_eq!(check_build_source(sources), Legality::Legal);
+    assert!(rules(sources).contains(&Rule::FileAccess));
+    let escapes = [
+        (
+            "#[path = \"../../schedules.json\"] mod hidden;",
+            Rule::FileAccess,
+        ),
+        (
+            "fn f() { let _ = include_str!(\"/proc/self/cmdline\"); }",
+            Rule::FileAccess,
+        ),
+        (
+            "fn f() { let _ = std::fs::read(\"/proc/self/cmdline\"); }",
+            Rule::FileAccess,
+        ),
+        (
+            "fn f() { let _ = std::env::args(); }",
+            Rule::EnvironmentAccess,
+        ),
+        ("fn f() { std::process::exit(0); }", Rule::ProcessAccess),
+        (
+            "fn f() { unsafe { core::hint::unreachable_unchecked() } }",
+            Rule::UnsafeCode,
+        ),
+    ];
+    for (text, rule) in escapes {
+        let Legality::Illegal(found) = check_build_source(text) else {
+            panic!("{text} passed");
+        };
+        assert!(found.iter().any(|v| v.rule == rule), "{text}: {found:?}");
+    }
+}
