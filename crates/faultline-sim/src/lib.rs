@@ -11,12 +11,14 @@
 //!   add, clients that retry and record the history).
 //! - [`judge`]: a run's verdict: panic, protocol error, linearizability, storage, liveness.
 //!
+//! Grading a submission (tasks, the sandboxed build and runs, the catalog of buggy variants) is
+//! the crate `faultline-build`, so that what a submission links stays small.
+//!
 //! The same schedule gives the same history byte for byte: every choice is drawn from the
 //! schedule's seed (ChaCha8 streams per server incarnation and per client, turmoil's own
 //! generator for latencies) and time is simulated.
 
 pub mod api;
-pub mod catalog;
 mod client;
 mod clock;
 mod disk;
@@ -26,10 +28,8 @@ pub mod grade;
 pub mod history;
 pub mod plan;
 mod relay;
-pub mod runner;
 mod seed;
 mod sim;
-pub mod task;
 mod transport;
 pub mod verdict;
 

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::generate::{Profile, generate};
-use crate::plan::Schedule;
+use faultline_sim::generate::{Profile, generate};
+use faultline_sim::plan::Schedule;
 
 /// The file in a task directory this module reads.
 pub const TASK_FILE: &str = "task.toml";
@@ -19,7 +19,7 @@ pub struct TaskSpec {
     pub id: String,
     /// The package name a submission's `Cargo.toml` must have.
     pub package: String,
-    /// The type in the submission's library that implements [`crate::Server`].
+    /// The type in the submission's library that implements `faultline_sim::Server`.
     pub server: String,
     /// The hidden schedules.
     pub schedules: ScheduleSpec,

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
+use faultline_sim::grade::GradeReport;
 use serde::{Deserialize, Serialize};
 
 use crate::runner::{GradeRequest, RunnerError, grade_submission};
@@ -142,9 +145,117 @@ impl Catalog {
     }
 }
 
+/// How much a grade's failures look like one catalogued variant's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resemblance {
+    /// The variant.
+    pub variant: String,
+    /// Schedules of its signature that the graded submission failed in the same way.
+    pub shared: usize,
+    /// Schedules in its signature.
+    pub of: usize,
+}
+
+impl Resemblance {
+    /// Whether the submission fails every schedule of the variant's signature the same way: its
+    /// failures are consistent with that bug (they do not prove it; another bug may fail the
+    /// same schedules).
+    pub fn matches(&self) -> bool {
+        self.of > 0 && self.shared == self.of
+    }
+}
+
+impl Catalog {
+    /// Each variant's resemblance to a graded submission, the closest first (ties by name): how
+    /// the report says which kinds of bug survive in a submission.
+    pub fn resemblance(&self, report: &GradeReport) -> Vec<Resemblance> {
+        let failed: BTreeMap<&str, &str> = report
+            .schedules
+            .iter()
+            .filter_map(|s| Some((s.schedule.as_str(), s.failure.as_ref()?.kind())))
+            .collect();
+        let mut out: Vec<Resemblance> = self
+            .variants
+            .iter()
+            .map(|v| Resemblance {
+                variant: v.name.clone(),
+                shared: v
+                    .caught_by
+                    .iter()
+                    .filter(|c| failed.get(c.schedule.as_str()) == Some(&c.kind.as_str()))
+                    .count(),
+                of: v.caught_by.len(),
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let share = |r: &Resemblance| r.shared as f64 / r.of.max(1) as f64;
+            share(b)
+                .total_cmp(&share(a))
+                .then_with(|| a.variant.cmp(&b.variant))
+        });
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faultline_sim::verdict::{Failure, ScheduleResult};
+
+    fn caught(schedule: &str, kind: &str) -> Caught {
+        Caught {
+            schedule: schedule.into(),
+            kind: kind.into(),
+        }
+    }
+
+    #[test]
+    fn failures_are_matched_to_variant_signatures_by_schedule_and_kind() {
+        let catalog = Catalog {
+            version: CATALOG_VERSION,
+            task: "t".into(),
+            variants: vec![
+                Variant {
+                    name: "stale-read".into(),
+                    about: String::new(),
+                    schedules: 3,
+                    caught_by: vec![
+                        caught("s1", "linearizability"),
+                        caught("s2", "linearizability"),
+                    ],
+                },
+                Variant {
+                    name: "lost-vote".into(),
+                    about: String::new(),
+                    schedules: 3,
+                    caught_by: vec![caught("s3", "liveness")],
+                },
+            ],
+        };
+        let schedule =
+            |name: &str| faultline_sim::generate::generate(name, 10, &Default::default());
+        let stale = || Failure::Linearizability {
+            key: "k".into(),
+            operations: Vec::new(),
+            context: Vec::new(),
+            one_minimal: true,
+        };
+        let results = vec![
+            ScheduleResult::unrun(&schedule("s1"), stale()),
+            ScheduleResult::unrun(&schedule("s2"), stale()),
+            ScheduleResult::unrun(&schedule("s3"), stale()),
+        ];
+        let report = GradeReport::new("t", "x", results, 3);
+        let found = catalog.resemblance(&report);
+        assert_eq!(found[0].variant, "stale-read");
+        assert!(found[0].matches());
+        // s3 failed, but not on liveness: not lost-vote's signature.
+        assert_eq!((found[1].shared, found[1].of), (0, 1));
+        assert!(!found[1].matches());
+        let passed = GradeReport::new("t", "x", Vec::new(), 3);
+        assert!(catalog.resemblance(&passed).iter().all(|r| !r.matches()));
+    }
 
     #[test]
     fn a_patch_names_itself_and_says_what_it_breaks() {

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use faultline_sim::catalog::{Catalog, name_of, variant_patches};
-use faultline_sim::runner::{GradeRequest, grade_submission};
-use faultline_sim::task::TaskSpec;
+use faultline_build::catalog::{Catalog, name_of, variant_patches};
+use faultline_build::runner::{GradeRequest, grade_submission};
+use faultline_build::task::TaskSpec;
 
 /// Schedules of each variant's catalog entry that the test runs.
 const PER_VARIANT: usize = 2;
@@ -34,7 +34,6 @@ fn request(submission: PathBuf, patch: Option<PathBuf>, only: Option<Vec<String>
         target_dir: target_dir(),
         schedule_timeout: Duration::from_secs(120),
         histories: None,
-        online: false,
     }
 }
 

@@ -2,12 +2,12 @@
 //! schedules, or time grading the reference.
 //!
 //! ```text
-//! faultline-sim grade --task DIR --submission DIR [--patch FILE] [--only NAME,...]
+//! faultline-build grade --task DIR --submission DIR [--patch FILE] [--only NAME,...]
 //!                     [--out FILE] [--histories DIR] [--target-dir DIR]
-//!                     [--schedule-timeout SECS] [--online]
-//! faultline-sim schedules --task DIR
-//! faultline-sim bench --task DIR [--submission DIR] [--target-dir DIR]
-//! faultline-sim catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]
+//!                     [--schedule-timeout SECS]
+//! faultline-build schedules --task DIR
+//! faultline-build bench --task DIR [--submission DIR] [--target-dir DIR]
+//! faultline-build catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]
 //! ```
 
 use std::collections::BTreeMap;
@@ -15,17 +15,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use faultline_sim::catalog::{CATALOG_FILE, Catalog, VARIANTS_DIR};
+use faultline_build::catalog::{CATALOG_FILE, Catalog, VARIANTS_DIR};
+use faultline_build::runner::{GradeRequest, grade_submission, write_json};
+use faultline_build::task::TaskSpec;
 use faultline_sim::grade::GradeReport;
-use faultline_sim::runner::{GradeRequest, grade_submission, write_json};
-use faultline_sim::task::TaskSpec;
 
 const USAGE: &str = "usage:
-  faultline-sim grade --task DIR --submission DIR [--patch FILE] [--only NAME,...] [--out FILE]
-                      [--histories DIR] [--target-dir DIR] [--schedule-timeout SECS] [--online]
-  faultline-sim schedules --task DIR
-  faultline-sim bench --task DIR [--submission DIR] [--target-dir DIR]
-  faultline-sim catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]";
+  faultline-build grade --task DIR --submission DIR [--patch FILE] [--only NAME,...] [--out FILE]
+                      [--histories DIR] [--target-dir DIR] [--schedule-timeout SECS]
+  faultline-build schedules --task DIR
+  faultline-build bench --task DIR [--submission DIR] [--target-dir DIR]
+  faultline-build catalog --task DIR [--target-dir DIR] [--schedule-timeout SECS]";
 
 /// Why the command failed: a command line it cannot use (the usage is shown), or the work.
 enum CliError {
@@ -43,7 +43,7 @@ fn usage(message: impl Into<String>) -> CliError {
     CliError::Usage(message.into())
 }
 
-/// Flags and their values; `--online` alone takes none.
+/// Flags and their values.
 fn flags(args: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
     let mut it = args.iter();
@@ -51,13 +51,10 @@ fn flags(args: &[String]) -> Result<BTreeMap<String, String>, CliError> {
         let Some(name) = flag.strip_prefix("--") else {
             return Err(usage(format!("unexpected argument {flag}")));
         };
-        let value = if name == "online" {
-            String::new()
-        } else {
-            it.next()
-                .ok_or_else(|| usage(format!("{flag} needs a value")))?
-                .clone()
-        };
+        let value = it
+            .next()
+            .ok_or_else(|| usage(format!("{flag} needs a value")))?
+            .clone();
         out.insert(name.to_string(), value);
     }
     Ok(out)
@@ -76,7 +73,6 @@ fn request(
         "histories",
         "target-dir",
         "schedule-timeout",
-        "online",
     ];
     if let Some(unknown) = flags.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(usage(format!("unknown flag --{unknown}")));
@@ -102,7 +98,6 @@ fn request(
         target_dir,
         schedule_timeout: Duration::from_secs(timeout),
         histories: flags.get("histories").map(PathBuf::from),
-        online: flags.contains_key("online"),
     })
 }
 
@@ -122,6 +117,13 @@ fn default_target_dir() -> PathBuf {
 }
 
 fn summary(report: &GradeReport) -> String {
+    if !report.rule_violations.is_empty() {
+        return format!(
+            "{}: refused unbuilt, it breaks the rules of what a server may reach:\n{}",
+            report.submission,
+            report.rule_violations.join("\n")
+        );
+    }
     if let Some(error) = &report.build_error {
         return format!("{}: did not build\n{error}", report.submission);
     }
@@ -151,6 +153,15 @@ fn grade(flags: &BTreeMap<String, String>) -> Result<(), CliError> {
         write_json(&report, Path::new(out)).map_err(|e| e.to_string())?;
     }
     println!("{}", summary(&report));
+    // Which catalogued bugs its failures look like, when the task has a catalog.
+    if let Ok(catalog) = Catalog::load(&request.task_dir) {
+        for r in catalog.resemblance(&report).iter().filter(|r| r.matches()) {
+            println!(
+                "fails like variant {}: all {} schedules of its signature",
+                r.variant, r.of
+            );
+        }
+    }
     Ok(())
 }
 

@@ -1,27 +1,30 @@
-//! The grader of a build task: copies a submission (applying a patch to it if asked), builds a
-//! small program around it against this harness, runs every schedule in that program with a
-//! wall-clock limit per schedule, and collects the results.
+//! The grader of a build task: takes a submission's sources (applying a patch to them if
+//! asked), checks them against the rules of what a server may reach, builds a small program
+//! around them against this harness, runs every schedule in that program with a wall-clock
+//! limit, and collects the results. The build and every schedule run in sandboxes
+//! ([`crate::confine`]).
 //!
-//! The program prints one result line per schedule, so a server that never yields costs only
-//! its own schedule: the grader kills the program, records a timeout, and starts it again at the
-//! next schedule. A program that dies without a result line (an abort, an exit) fails that
-//! schedule as a panic with the end of its error output.
+//! Each schedule runs in a sandbox and a process of its own, so a server that never yields costs
+//! only its own schedule (a timeout), and a program that dies without a result line (an abort, an
+//! exit) fails that schedule as a panic with the end of its error output.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use faultline_legality::Legality;
 
-use crate::grade::GradeReport;
-use crate::plan::Schedule;
-use crate::task::{TaskError, TaskSpec};
-use crate::verdict::{Failure, ScheduleResult};
+use crate::confine;
+pub use crate::error::RunnerError;
+use crate::task::TaskSpec;
+use faultline_sim::grade::GradeReport;
+use faultline_sim::plan::Schedule;
+use faultline_sim::verdict::{Failure, ScheduleResult};
 
-/// This crate's directory: submissions are built against it.
-const HARNESS_DIR: &str = env!("CARGO_MANIFEST_DIR");
+/// This crate's directory in the build's sandbox: submissions are built against it.
+const GUEST_HARNESS_CRATE: &str = "/harness/crates/faultline-sim";
+/// The longest a driver's build may take.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Lines of compiler or driver output kept in a result.
 const TAIL_LINES: usize = 40;
 
@@ -42,30 +45,6 @@ pub struct GradeRequest {
     pub schedule_timeout: Duration,
     /// Where failed schedules' histories are written, if anywhere.
     pub histories: Option<PathBuf>,
-    /// Whether cargo may use the network.
-    pub online: bool,
-}
-
-/// Why a grade could not be made (as opposed to a submission that failed).
-#[derive(Debug, thiserror::Error)]
-pub enum RunnerError {
-    /// The task is unusable.
-    #[error(transparent)]
-    Task(#[from] TaskError),
-    /// A named schedule is not in the task.
-    #[error("no schedule named {0} in the task")]
-    UnknownSchedule(String),
-    /// The grader's own file or process work failed.
-    #[error("{0}")]
-    Io(String),
-    /// The patch does not apply.
-    #[error("the patch {patch} does not apply: {message}")]
-    Patch {
-        /// The patch.
-        patch: String,
-        /// What `git apply` said.
-        message: String,
-    },
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> RunnerError {
@@ -164,7 +143,10 @@ fn point_at_harness(manifest: &Path) -> Result<(), String> {
         return Err("Cargo.toml: [dependencies] is not a table".into());
     };
     let mut harness = toml::Table::new();
-    harness.insert("path".into(), toml::Value::String(HARNESS_DIR.into()));
+    harness.insert(
+        "path".into(),
+        toml::Value::String(GUEST_HARNESS_CRATE.into()),
+    );
     deps.insert("faultline-sim".into(), toml::Value::Table(harness));
     let text = toml::to_string(&doc).map_err(|e| format!("Cargo.toml: {e}"))?;
     std::fs::write(manifest, text).map_err(|e| format!("writing Cargo.toml: {e}"))
@@ -189,17 +171,19 @@ fn apply_patch(dir: &Path, patch: &Path) -> Result<(), RunnerError> {
     }
 }
 
-/// Writes the program that runs the schedules on the submission's server.
-fn write_driver(work: &Path, spec: &TaskSpec) -> Result<PathBuf, RunnerError> {
+/// Writes the program that runs the schedules on the submission's server, with the paths it
+/// has in the build's sandbox.
+fn write_driver(work: &Path, spec: &TaskSpec) -> Result<(), RunnerError> {
     let dir = work.join("driver");
     std::fs::create_dir_all(dir.join("src")).map_err(|e| io("creating the driver", e))?;
     let manifest = format!(
-        "[package]\nname = \"faultline-sim-driver\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
+        "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = \"2024\"\n\
          publish = false\n\n[dependencies]\nfaultline-sim = {{ path = {harness:?} }}\n\
          submission = {{ path = {submission:?}, package = {package:?} }}\n\n[workspace]\n\n\
          [profile.release]\ndebug = false\n",
-        harness = HARNESS_DIR,
-        submission = work.join("submission").display().to_string(),
+        name = confine::grade_name(work),
+        harness = GUEST_HARNESS_CRATE,
+        submission = format!("{}/submission", confine::guest_work(work)),
         package = spec.package,
     );
     let main = format!(
@@ -214,32 +198,34 @@ fn write_driver(work: &Path, spec: &TaskSpec) -> Result<PathBuf, RunnerError> {
     write("Cargo.toml", &manifest)?;
     write("src/main.rs", &main)?;
     // The workspace's lockfile pins every dependency the harness was tested with.
-    let lock = Path::new(HARNESS_DIR).join("../../Cargo.lock");
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
     if lock.exists() {
         std::fs::copy(&lock, dir.join("Cargo.lock")).map_err(|e| io("copying Cargo.lock", e))?;
     }
-    Ok(dir)
+    Ok(())
 }
 
-/// Builds the driver; the executable, or the compiler's complaint.
-fn build(driver: &Path, request: &GradeRequest) -> Result<Result<PathBuf, String>, RunnerError> {
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cargo
-        .args(["build", "--release", "--quiet", "--manifest-path"])
-        .arg(driver.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&request.target_dir)
-        // Seeds tokio's own random choices (an unbiased `select!`) from the schedule.
-        .env("RUSTFLAGS", "--cfg tokio_unstable")
-        .env("CARGO_TERM_COLOR", "never");
-    if !request.online {
-        cargo.arg("--offline");
-    }
-    let out = cargo.output().map_err(|e| io("cannot run cargo", e))?;
-    if out.status.success() {
-        Ok(Ok(request.target_dir.join("release/faultline-sim-driver")))
+/// Builds the driver in its sandbox; the executable on the host, or the compiler's complaint.
+fn build(work: &Path, request: &GradeRequest) -> Result<Result<PathBuf, String>, RunnerError> {
+    std::fs::create_dir_all(&request.target_dir)
+        .map_err(|e| io(&format!("creating {}", request.target_dir.display()), e))?;
+    let sandbox = confine::build_sandbox(work, &request.target_dir)?;
+    let (command, exe) = confine::build_request(work, &request.target_dir, BUILD_TIMEOUT);
+    let out = confine::exec(&sandbox, command)?;
+    if out.success() {
+        Ok(Ok(exe))
+    } else if let Some(limit) = out.limit_hit() {
+        Ok(Err(format!(
+            "the build ran into the sandbox's {} limit",
+            limit.name()
+        )))
+    } else if out.timed_out {
+        Ok(Err(format!(
+            "the build took over {} s",
+            BUILD_TIMEOUT.as_secs()
+        )))
     } else {
-        Ok(Err(tail(&String::from_utf8_lossy(&out.stderr))))
+        Ok(Err(tail(&out.stderr.text)))
     }
 }
 
@@ -251,7 +237,8 @@ fn new_marker() -> String {
     format!("faultline-sim-result-{a:016x}{b:016x}")
 }
 
-/// Runs `schedules` in the driver, restarting it after a timeout or a death.
+/// Runs each schedule in a sandbox of its own: the driver reads the marker and that one schedule
+/// from standard input, and its result is the line of its output that starts with the marker.
 fn run_driver(
     exe: &Path,
     work: &Path,
@@ -259,73 +246,39 @@ fn run_driver(
     request: &GradeRequest,
 ) -> Result<Vec<ScheduleResult>, RunnerError> {
     let marker = new_marker();
-    let mut input = format!("{marker}\n").into_bytes();
-    serde_json::to_writer(&mut input, schedules).map_err(|e| io("encoding schedules", e))?;
-    let stderr_path = work.join("driver.stderr");
-    let mut results: Vec<ScheduleResult> = Vec::with_capacity(schedules.len());
-    while results.len() < schedules.len() {
-        let start = results.len();
-        let stderr = std::fs::File::create(&stderr_path).map_err(|e| io("driver stderr", e))?;
-        let mut command = Command::new(exe);
-        command.arg(start.to_string());
-        if let Some(dir) = &request.histories {
-            command.arg("--histories").arg(dir);
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| io("cannot start the driver", e))?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let written = input.clone();
-        // A driver that dies early closes the pipe: that shows as its death, below.
-        std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &written));
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if line.is_err() || tx.send(line.unwrap_or_default()).is_err() {
-                    return;
-                }
-            }
+    let input = work.join("input");
+    std::fs::create_dir_all(&input).map_err(|e| io("creating the input directory", e))?;
+    let sandbox = confine::run_sandbox(exe, &input, request.histories.as_deref())?;
+    let mut results = Vec::with_capacity(schedules.len());
+    for schedule in schedules {
+        let mut stdin = format!("{marker}\n").into_bytes();
+        serde_json::to_writer(&mut stdin, std::slice::from_ref(schedule))
+            .map_err(|e| io("encoding a schedule", e))?;
+        std::fs::write(input.join("stdin"), stdin).map_err(|e| io("writing a schedule", e))?;
+        let command = confine::run_request(request.histories.is_some(), request.schedule_timeout);
+        let out = confine::exec(&sandbox, command)?;
+        // Anything else on the driver's output is the server's own printing.
+        let line = out.stdout.text.lines().rev().find_map(|line| {
+            line.strip_prefix(marker.as_str())
+                .and_then(|l| l.strip_prefix(' '))
         });
-        let mut deadline = Instant::now() + request.schedule_timeout;
-        loop {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(wait) {
-                Ok(line) => {
-                    // Anything else on the driver's output is the server's own printing.
-                    let Some(json) = line.strip_prefix(&marker).and_then(|l| l.strip_prefix(' '))
-                    else {
-                        continue;
-                    };
-                    let result: ScheduleResult = serde_json::from_str(json)
-                        .map_err(|e| io(&format!("the driver printed {line:?}"), e))?;
-                    results.push(result);
-                    deadline = Instant::now() + request.schedule_timeout;
-                    if results.len() == schedules.len() {
-                        break;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = child.kill();
-                    let seconds = request.schedule_timeout.as_secs();
-                    let failure = Failure::Timeout { seconds };
-                    results.push(ScheduleResult::unrun(&schedules[results.len()], failure));
-                    break;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = child.wait().map_err(|e| io("waiting for the driver", e))?;
-                    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                    let message = format!("the driver exited ({status}):\n{}", tail(&stderr));
-                    let failure = Failure::Panic { message };
-                    results.push(ScheduleResult::unrun(&schedules[results.len()], failure));
-                    break;
-                }
+        let result = match line {
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| io(&format!("the driver printed {json:?}"), e))?,
+            None if out.timed_out => {
+                let seconds = request.schedule_timeout.as_secs();
+                ScheduleResult::unrun(schedule, Failure::Timeout { seconds })
             }
-        }
-        let _ = child.wait();
+            None => {
+                let why = match out.limit_hit() {
+                    Some(limit) => format!("it ran into the sandbox's {} limit", limit.name()),
+                    None => format!("exit code {:?}", out.exit_code),
+                };
+                let message = format!("the driver died ({why}):\n{}", tail(&out.stderr.text));
+                ScheduleResult::unrun(schedule, Failure::Panic { message })
+            }
+        };
+        results.push(result);
     }
     Ok(results)
 }
@@ -347,7 +300,10 @@ pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerErr
     if let Some(patch) = &request.patch {
         shown = format!("{shown} with {}", patch.display());
     }
-    let work = tempfile::tempdir().map_err(|e| io("creating a work directory", e))?;
+    let work = tempfile::Builder::new()
+        .prefix("grade-")
+        .tempdir()
+        .map_err(|e| io("creating a work directory", e))?;
     let submission = work.path().join("submission");
     let skeleton = request.task_dir.join("skeleton");
     if let Err(message) = take_submission(&request.submission, &skeleton, &submission) {
@@ -381,9 +337,9 @@ pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerErr
             message,
         ));
     }
-    let driver = write_driver(work.path(), &spec)?;
+    write_driver(work.path(), &spec)?;
     let started = Instant::now();
-    let built = build(&driver, request)?;
+    let built = build(work.path(), request)?;
     let build_seconds = started.elapsed().as_secs_f64();
     let exe = match built {
         Ok(exe) => exe,
@@ -394,11 +350,31 @@ pub fn grade_submission(request: &GradeRequest) -> Result<GradeReport, RunnerErr
         }
     };
     let started = Instant::now();
-    let results = run_driver(&exe, work.path(), &schedules, request)?;
+    let results = run_driver(&exe, work.path(), &schedules, request);
+    remove_driver(&request.target_dir, work.path());
+    let results = results?;
     let mut report = GradeReport::new(&spec.id, &shown, results, schedules.len());
     report.build_seconds = build_seconds;
     report.run_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Removes a grade's driver executables from the shared target directory, which would otherwise
+/// keep one per grade. Best effort: a leftover costs only disk.
+fn remove_driver(target: &Path, work: &Path) {
+    let Ok(release) = confine::cargo_dir(target).map(|d| d.join("release")) else {
+        return;
+    };
+    let name = confine::grade_name(work);
+    let _ = std::fs::remove_file(release.join(&name));
+    let prefix = format!("{}-", name.replace('-', "_"));
+    if let Ok(entries) = std::fs::read_dir(release.join("deps")) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 /// Writes `value` to `path` as pretty JSON, atomically (a temporary file renamed over it).
@@ -434,7 +410,10 @@ mod tests {
         let doc: toml::Table =
             toml::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
         let deps = doc["dependencies"].as_table().unwrap();
-        assert_eq!(deps["faultline-sim"]["path"].as_str(), Some(HARNESS_DIR));
+        assert_eq!(
+            deps["faultline-sim"]["path"].as_str(),
+            Some(GUEST_HARNESS_CRATE)
+        );
         assert_eq!(deps["serde"].as_str(), Some("1"));
         std::fs::write(&manifest, "[package\n").unwrap();
         assert!(point_at_harness(&manifest).is_err());
