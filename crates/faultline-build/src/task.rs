@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use faultline_sim::generate::{Profile, generate};
+use faultline_sim::generate::{Profile, QuorumChoice, generate};
 use faultline_sim::plan::Schedule;
 
 /// The file in a task directory this module reads.
@@ -38,6 +38,14 @@ pub struct ScheduleSpec {
     pub recovery_ms: u64,
     /// The generator's seeds, in order.
     pub seeds: Vec<u64>,
+    /// Quorum sizes the schedules draw from, per cluster size (`{ nodes = 5, election = 4,
+    /// replication = 2 }`); absent for a task whose servers use majorities.
+    #[serde(default)]
+    pub quorums: Vec<QuorumChoice>,
+    /// Whether calm schedules shrink the cluster to one replication quorum around the serving
+    /// server for most of the run ([`crate::plan::Island`]); off when absent.
+    #[serde(default)]
+    pub islands: bool,
 }
 
 /// Why a task cannot be used.
@@ -111,6 +119,9 @@ impl TaskSpec {
         if spec.schedules.seeds.is_empty() {
             return Err(invalid("no schedule seeds".into()));
         }
+        spec.profile()
+            .check()
+            .map_err(|e| invalid(format!("schedules.quorums: {e}")))?;
         for s in spec.hidden_schedules() {
             s.plan
                 .validate()
@@ -125,6 +136,8 @@ impl TaskSpec {
             operations: self.schedules.operations,
             storage_bytes: self.schedules.storage_bytes,
             recovery_ms: self.schedules.recovery_ms,
+            quorums: self.schedules.quorums.clone(),
+            islands: self.schedules.islands,
         }
     }
 
@@ -170,6 +183,22 @@ mod tests {
         std::fs::write(dir.path().join(TASK_FILE), good.replace("\"S\"", "\"S()\"")).unwrap();
         let err = TaskSpec::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("not a Rust path"), "{err}");
+        let flex = format!(
+            "{good}islands = true\nquorums = [{{ nodes = 3, election = 3, replication = 1 }}, \
+             {{ nodes = 5, election = 4, replication = 2 }}]\n"
+        );
+        std::fs::write(dir.path().join(TASK_FILE), &flex).unwrap();
+        let spec = TaskSpec::load(dir.path()).unwrap();
+        assert!(spec.profile().islands);
+        assert!(
+            spec.hidden_schedules()
+                .iter()
+                .all(|s| s.plan.quorums.is_some())
+        );
+        let unsafe_quorums = flex.replace("election = 4", "election = 3");
+        std::fs::write(dir.path().join(TASK_FILE), unsafe_quorums).unwrap();
+        let err = TaskSpec::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("schedules.quorums"), "{err}");
         std::fs::write(dir.path().join(TASK_FILE), "id = 3").unwrap();
         assert!(TaskSpec::load(dir.path()).is_err());
     }

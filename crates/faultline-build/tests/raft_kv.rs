@@ -3,115 +3,36 @@
 //! skeleton none, and every buggy variant must fail the schedules its catalog names, in the way
 //! it names.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod common;
 
-use faultline_build::catalog::{Catalog, name_of, variant_patches};
+use std::path::{Path, PathBuf};
+
 use faultline_build::runner::{GradeRequest, grade_submission};
-use faultline_build::task::TaskSpec;
 
 /// Schedules of each variant's catalog entry that the test runs.
 const PER_VARIANT: usize = 2;
 
 fn task_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/build/raft-kv")
-}
-
-/// One build directory for every grade of the test run, so dependencies build once.
-fn target_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("build-track-tests")
+    common::task_dir("raft-kv")
 }
 
 fn request(submission: PathBuf, patch: Option<PathBuf>, only: Option<Vec<String>>) -> GradeRequest {
-    GradeRequest {
-        task_dir: task_dir(),
-        submission,
-        patch,
-        only,
-        target_dir: target_dir(),
-        schedule_timeout: Duration::from_secs(120),
-        histories: None,
-    }
+    common::request(&task_dir(), submission, patch, only)
 }
 
 #[test]
 fn the_reference_passes_every_hidden_schedule() {
-    let report = grade_submission(&request(task_dir().join("reference"), None, None)).unwrap();
-    assert_eq!(report.build_error, None);
-    let failed: Vec<_> = report
-        .schedules
-        .iter()
-        .filter(|s| !s.passed)
-        .map(|s| (&s.schedule, &s.failure))
-        .collect();
-    assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!((report.passed, report.total), (100, 100));
-    assert!(report.schedules.iter().all(|s| s.completed == 1000));
+    common::reference_passes_every_schedule(&task_dir());
 }
 
 #[test]
 fn the_skeleton_builds_and_fails() {
-    let spec = TaskSpec::load(&task_dir()).unwrap();
-    let only: Vec<String> = spec
-        .hidden_schedules()
-        .into_iter()
-        .take(3)
-        .map(|s| s.name)
-        .collect();
-    let report = grade_submission(&request(task_dir().join("skeleton"), None, Some(only))).unwrap();
-    assert_eq!(report.build_error, None);
-    assert_eq!(report.schedules.len(), 3);
-    for s in &report.schedules {
-        assert_eq!(
-            s.failure.as_ref().map(|f| f.kind()),
-            Some("liveness"),
-            "{s:?}"
-        );
-        assert_eq!(s.completed, 0);
-    }
+    common::skeleton_builds_and_fails(&task_dir());
 }
 
 #[test]
 fn every_variant_fails_the_schedules_its_catalog_names() {
-    let catalog = Catalog::load(&task_dir()).unwrap();
-    let patches = variant_patches(&task_dir()).unwrap();
-    let names: Vec<String> = patches.iter().map(|p| name_of(p)).collect();
-    let listed: Vec<String> = catalog.variants.iter().map(|v| v.name.clone()).collect();
-    assert_eq!(names, listed, "the catalog is out of date with variants/");
-    assert!(
-        catalog.variants.len() >= 10,
-        "{} variants",
-        catalog.variants.len()
-    );
-    for (variant, patch) in catalog.variants.iter().zip(patches) {
-        assert!(
-            !variant.caught_by.is_empty(),
-            "{} is caught by no schedule",
-            variant.name
-        );
-        let chosen = &variant.caught_by[..PER_VARIANT.min(variant.caught_by.len())];
-        let only = chosen.iter().map(|c| c.schedule.clone()).collect();
-        let report = grade_submission(&request(
-            task_dir().join("reference"),
-            Some(patch),
-            Some(only),
-        ))
-        .unwrap();
-        assert_eq!(report.build_error, None, "{}", variant.name);
-        for (caught, result) in chosen.iter().zip(&report.schedules) {
-            assert_eq!(result.schedule, caught.schedule);
-            assert_eq!(
-                result.failure.as_ref().map(|f| f.kind()),
-                Some(caught.kind.as_str()),
-                "variant {} on {}",
-                variant.name,
-                caught.schedule
-            );
-        }
-    }
+    common::variants_fail_as_catalogued(&task_dir(), PER_VARIANT);
 }
 
 #[test]

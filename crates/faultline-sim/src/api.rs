@@ -130,13 +130,66 @@ pub trait Clock {
     fn sleep_until(&self, deadline: Duration) -> impl Future<Output = ()>;
 }
 
+/// How many servers make an election and how many store an entry before it is committed.
+///
+/// A plan may set them for tasks on flexible quorums (any two election quorums intersect, and
+/// every election quorum intersects every replication quorum); without one, both are a majority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quorums {
+    /// Votes a candidate needs to lead, its own included.
+    pub election: u32,
+    /// Servers that must store an entry, the leader included, before it is committed.
+    pub replication: u32,
+}
+
+impl Quorums {
+    /// Both quorums a majority of `nodes`: what a cluster uses when its plan names none.
+    pub fn majority(nodes: u32) -> Self {
+        let majority = nodes / 2 + 1;
+        Quorums {
+            election: majority,
+            replication: majority,
+        }
+    }
+
+    /// Why these quorums are unsafe for a cluster of `nodes`, if they are: each must be between
+    /// 1 and `nodes`, two elections must share a voter (`2 * election > nodes`), and an
+    /// election must share a server with every replication (`election + replication > nodes`).
+    pub fn check(&self, nodes: u32) -> Result<(), String> {
+        let Quorums {
+            election,
+            replication,
+        } = *self;
+        if !(1..=nodes).contains(&election) || !(1..=nodes).contains(&replication) {
+            return Err(format!(
+                "quorums {election} and {replication} must each be 1 to {nodes} servers"
+            ));
+        }
+        if 2 * election <= nodes {
+            return Err(format!(
+                "two election quorums of {election} in {nodes} servers need not share a voter"
+            ));
+        }
+        if election + replication <= nodes {
+            return Err(format!(
+                "an election quorum of {election} and a replication quorum of {replication} \
+                 need not share a server in {nodes}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Everything a server starts with. A restarted server gets a new `Env` with the same `id`,
-/// `nodes` and storage, and a new `seed`.
+/// `nodes`, `quorums` and storage, and a new `seed`.
 pub struct Env<N, S, C> {
     /// This server.
     pub id: NodeId,
     /// Every server of the cluster, this one included, in ascending order.
     pub nodes: Vec<NodeId>,
+    /// The cluster's quorum sizes (both a majority unless the schedule sets them).
+    pub quorums: Quorums,
     /// The network.
     pub net: N,
     /// Its durable storage.

@@ -1,7 +1,7 @@
 //! The clients: each runs its share of the workload one operation at a time against the
 //! cluster, retrying on other servers, and records what it called and got back.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) seed: u64,
     pub(crate) stats: Rc<RefCell<NetStats>>,
     pub(crate) recorder: Rc<RefCell<Recorder>>,
+    /// The server whose answer (a value or a done) a client got last, for the plan's island.
+    pub(crate) served: Rc<Cell<Option<NodeId>>>,
 }
 
 /// Runs every client to the end of its operations; the run's client host.
@@ -117,7 +119,7 @@ async fn run_one(client: u64, operations: u32, shared: Shared) -> turmoil::Resul
                     target = (target + 1) % plan.nodes;
                     continue 'attempt;
                 };
-                let (len, _) = received?;
+                let (len, source) = received?;
                 let Some(frame) = decode_reply(&buffer[..len]) else {
                     continue;
                 };
@@ -134,6 +136,10 @@ async fn run_one(client: u64, operations: u32, shared: Shared) -> turmoil::Resul
                     }
                     reply => match output_of(&op, reply) {
                         Ok(output) => {
+                            // A copy the relay held back names no server.
+                            if let Some(node) = servers.iter().position(|a| *a == source) {
+                                shared.served.set(NodeId::try_from(node).ok());
+                            }
                             shared
                                 .recorder
                                 .borrow_mut()

@@ -8,9 +8,10 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::api::NodeId;
+use crate::api::{NodeId, Quorums};
 use crate::plan::{
-    ClockSkew, Crash, FaultPlan, Limits, NetworkFaults, PLAN_VERSION, Partition, Schedule, Workload,
+    ClockSkew, Crash, FaultPlan, Island, Limits, NetworkFaults, PLAN_VERSION, Partition, Schedule,
+    Workload,
 };
 
 /// Everything of a schedule the generator does not draw.
@@ -23,7 +24,20 @@ pub struct Profile {
     pub storage_bytes: u64,
     /// Simulated time after the last fault before a run is stopped.
     pub recovery_ms: u64,
+    /// Quorum sizes a schedule draws from, among those for its cluster's size; when empty the
+    /// plan names none and servers use majorities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quorums: Vec<QuorumChoice>,
+    /// Whether calm schedules shrink the cluster to an island for most of their run (see
+    /// [`Island`]): the stretch lasts as long as other schedules leave for recovery and the
+    /// workload, and the run ends [`ISLAND_SLACK_MS`] after it heals, so only a cluster that
+    /// keeps serving on the island finishes in time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub islands: bool,
 }
+
+/// Simulated time a run with an island goes on after it heals.
+pub const ISLAND_SLACK_MS: u64 = 1_000;
 
 impl Default for Profile {
     fn default() -> Self {
@@ -31,6 +45,60 @@ impl Default for Profile {
             operations: 1_000,
             storage_bytes: 16 * 1024,
             recovery_ms: 40_000,
+            quorums: Vec::new(),
+            islands: false,
+        }
+    }
+}
+
+/// Cluster sizes the generator draws (every family but frequent crashes picks one of them).
+pub const CLUSTER_SIZES: [u32; 2] = [3, 5];
+
+/// Quorum sizes a schedule of a cluster of `nodes` servers may get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuorumChoice {
+    /// The cluster size it applies to.
+    pub nodes: u32,
+    /// Votes that elect a leader.
+    pub election: u32,
+    /// Servers that store an entry before it commits.
+    pub replication: u32,
+}
+
+impl QuorumChoice {
+    /// The quorums a server is given.
+    pub fn quorums(&self) -> Quorums {
+        Quorums {
+            election: self.election,
+            replication: self.replication,
+        }
+    }
+}
+
+impl Profile {
+    /// Refuses quorum choices that are unsafe, are for a cluster size the generator never
+    /// draws, or leave a size it draws without any: a schedule must never fall back to
+    /// majorities unnoticed.
+    pub fn check(&self) -> Result<(), String> {
+        if self.quorums.is_empty() {
+            return Ok(());
+        }
+        for c in &self.quorums {
+            if !CLUSTER_SIZES.contains(&c.nodes) {
+                return Err(format!(
+                    "quorums for {} servers: the generator draws clusters of {CLUSTER_SIZES:?}",
+                    c.nodes
+                ));
+            }
+            c.quorums().check(c.nodes)?;
+        }
+        match CLUSTER_SIZES
+            .iter()
+            .find(|n| !self.quorums.iter().any(|c| c.nodes == **n))
+        {
+            Some(n) => Err(format!("no quorums for clusters of {n} servers")),
+            None => Ok(()),
         }
     }
 }
@@ -87,6 +155,7 @@ pub fn calm_plan(nodes: u32) -> FaultPlan {
     FaultPlan {
         version: PLAN_VERSION,
         nodes,
+        quorums: None,
         network: NetworkFaults {
             loss: 0.0,
             duplicate: 0.0,
@@ -97,6 +166,7 @@ pub fn calm_plan(nodes: u32) -> FaultPlan {
         },
         partitions: Vec::new(),
         crashes: Vec::new(),
+        island: None,
         clock_skew: Vec::new(),
         workload: Workload {
             clients: 3,
@@ -117,7 +187,7 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let nodes = match family {
         Family::FrequentCrashes => 5,
-        _ => *[3, 5].choose(&mut rng).expect("not empty"),
+        _ => *CLUSTER_SIZES.choose(&mut rng).expect("not empty"),
     };
     let window = match family {
         Family::LeaderChurn => rng.random_range(10_000..20_000),
@@ -191,6 +261,20 @@ pub fn generate(name: &str, seed: u64, profile: &Profile) -> Schedule {
             + 3 * per_client * plan.workload.request_timeout_ms,
         storage_bytes: profile.storage_bytes,
     };
+    // Drawn last, so that a profile without quorum choices draws the same plans as before.
+    let choices: Vec<&QuorumChoice> = profile
+        .quorums
+        .iter()
+        .filter(|c| c.nodes == nodes)
+        .collect();
+    plan.quorums = choices.choose(&mut rng).map(|c| c.quorums());
+    if profile.islands && family == Family::Calm {
+        let at_ms = rng.random_range(0..300);
+        let heal_ms =
+            at_ms + profile.recovery_ms + 3 * per_client * plan.workload.request_timeout_ms;
+        plan.island = Some(Island { at_ms, heal_ms });
+        plan.limits.time_limit_ms = heal_ms + ISLAND_SLACK_MS;
+    }
     Schedule {
         name: name.to_string(),
         seed,
@@ -370,5 +454,69 @@ mod tests {
                 .unwrap();
             assert!((1..=2).contains(&most_down), "{most_down} down at once");
         }
+    }
+
+    #[test]
+    fn quorum_choices_are_drawn_per_cluster_size_and_islands_end_calm_runs() {
+        let plain = Profile::default();
+        let choice = |nodes, election, replication| QuorumChoice {
+            nodes,
+            election,
+            replication,
+        };
+        let flex = Profile {
+            quorums: vec![choice(3, 3, 1), choice(5, 4, 2), choice(5, 5, 1)],
+            islands: true,
+            ..Profile::default()
+        };
+        flex.check().unwrap();
+        for seed in 0..60 {
+            let (a, b) = (generate("g", seed, &plain), generate("g", seed, &flex));
+            assert_eq!(a.plan.quorums, None);
+            assert_eq!(a.plan.island, None);
+            let q = b.plan.quorums.expect("a choice for every size");
+            assert!(
+                flex.quorums
+                    .contains(&choice(b.plan.nodes, q.election, q.replication))
+            );
+            // The flexible profile draws the same faults, after them.
+            assert_eq!(
+                (&a.plan.partitions, &a.plan.crashes, a.plan.nodes),
+                (&b.plan.partitions, &b.plan.crashes, b.plan.nodes)
+            );
+            let island = b.plan.island;
+            assert_eq!(
+                island.is_some(),
+                family_of(seed) == Family::Calm,
+                "seed {seed}"
+            );
+            if let Some(island) = island {
+                assert_eq!(
+                    b.plan.limits.time_limit_ms,
+                    island.heal_ms + ISLAND_SLACK_MS
+                );
+            }
+            b.plan.validate().unwrap();
+        }
+        let unsafe_choice = Profile {
+            quorums: vec![choice(3, 2, 1), choice(5, 3, 3)],
+            ..Profile::default()
+        };
+        assert!(
+            unsafe_choice
+                .check()
+                .unwrap_err()
+                .contains("need not share")
+        );
+        let missing = Profile {
+            quorums: vec![choice(5, 4, 2)],
+            ..Profile::default()
+        };
+        assert!(missing.check().unwrap_err().contains("3 servers"));
+        let odd_size = Profile {
+            quorums: vec![choice(4, 3, 2)],
+            ..Profile::default()
+        };
+        assert!(odd_size.check().is_err());
     }
 }

@@ -34,8 +34,8 @@ mod transport;
 pub mod verdict;
 
 pub use api::{
-    ClientReply, ClientRequest, Clock, Env, KvOp, MAX_PAYLOAD, Message, Network, NodeId, Server,
-    Storage, recv_until,
+    ClientReply, ClientRequest, Clock, Env, KvOp, MAX_PAYLOAD, Message, Network, NodeId, Quorums,
+    Server, Storage, recv_until,
 };
 pub use clock::SimClock;
 pub use disk::SimStorage;

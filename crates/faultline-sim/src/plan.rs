@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::NodeId;
+use crate::api::{NodeId, Quorums};
 
 /// The plan format this crate writes and reads; a plan of any other version is refused.
 pub const PLAN_VERSION: u32 = 1;
@@ -34,6 +34,10 @@ pub struct FaultPlan {
     pub version: u32,
     /// Servers in the cluster, numbered `0..nodes`.
     pub nodes: u32,
+    /// The quorum sizes servers are told to use; a majority each when absent (plans of tasks
+    /// that do not vary them leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorums: Option<Quorums>,
     /// Faults of every message, between servers and between clients and servers.
     pub network: NetworkFaults,
     /// Server groups cut from each other for a while.
@@ -42,6 +46,10 @@ pub struct FaultPlan {
     /// Servers stopped for a while; each restarts from what it stored.
     #[serde(default)]
     pub crashes: Vec<Crash>,
+    /// A stretch where the cluster shrinks to one replication quorum around the server that
+    /// last answered a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub island: Option<Island>,
     /// Servers whose clock is off; a server not listed reads the true time.
     #[serde(default)]
     pub clock_skew: Vec<ClockSkew>,
@@ -81,6 +89,21 @@ pub struct Partition {
     pub heal_ms: u64,
     /// Every server in exactly one group.
     pub groups: Vec<Vec<NodeId>>,
+}
+
+/// Until `heal_ms`, from the first moment at or after `at_ms` when some client has had an
+/// answer, the server that gave the last answer and the fewest others it needs to commit (the
+/// next ones by number, wrapping around: a replication quorum in all) form one group, and every
+/// other server is alone. The group is chosen when the island forms because which server leads
+/// depends on the servers, not on the plan: a cluster on flexible quorums keeps serving through
+/// it, one that commits with a majority cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Island {
+    /// When the cut may start.
+    pub at_ms: u64,
+    /// When it heals; after `at_ms`.
+    pub heal_ms: u64,
 }
 
 /// A server stopped at `at_ms`, losing everything it did not store, and started again at
@@ -171,6 +194,9 @@ impl FaultPlan {
         check((1..=9).contains(&self.nodes), || {
             format!("{} nodes; a cluster has 1 to 9", self.nodes)
         })?;
+        if let Some(q) = &self.quorums {
+            q.check(self.nodes).map_err(PlanError::Invalid)?;
+        }
         let net = &self.network;
         check_chance("network.loss", net.loss)?;
         check_chance("network.duplicate", net.duplicate)?;
@@ -189,6 +215,14 @@ impl FaultPlan {
             self.check_partition(i, p)?;
         }
         self.check_crashes()?;
+        if let Some(island) = &self.island {
+            check(island.at_ms < island.heal_ms, || {
+                format!(
+                    "island heals at {} before it starts at {}",
+                    island.heal_ms, island.at_ms
+                )
+            })?;
+        }
         for s in &self.clock_skew {
             self.check_node(&format!("clock_skew of node {}", s.node), s.node)?;
             check((0.5..=2.0).contains(&s.rate), || {
@@ -269,11 +303,18 @@ impl FaultPlan {
             .map_or((0, 1.0), |s| (s.offset_ms, s.rate))
     }
 
+    /// The quorums the servers get: the plan's, or a majority each.
+    pub fn quorums(&self) -> Quorums {
+        self.quorums
+            .unwrap_or_else(|| Quorums::majority(self.nodes))
+    }
+
     /// The time of the last partition heal or restart: after it the cluster is whole.
     pub fn faults_end_ms(&self) -> u64 {
         let heals = self.partitions.iter().map(|p| p.heal_ms);
         let restarts = self.crashes.iter().filter_map(|c| c.restart_ms);
-        heals.chain(restarts).max().unwrap_or(0)
+        let island = self.island.iter().map(|i| i.heal_ms);
+        heals.chain(restarts).chain(island).max().unwrap_or(0)
     }
 }
 
@@ -284,5 +325,35 @@ impl Schedule {
             .map_err(|e| PlanError::Invalid(format!("not a schedule: {e}")))?;
         schedule.plan.validate()?;
         Ok(schedule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorums_that_need_not_intersect_and_backwards_islands_are_refused() {
+        let mut plan = crate::generate::calm_plan(5);
+        assert_eq!(plan.quorums(), Quorums::majority(5));
+        plan.quorums = Some(Quorums {
+            election: 4,
+            replication: 2,
+        });
+        plan.validate().unwrap();
+        for (election, replication) in [(2, 4), (3, 2), (6, 1), (4, 0)] {
+            plan.quorums = Some(Quorums {
+                election,
+                replication,
+            });
+            assert!(plan.validate().is_err(), "{election} and {replication}");
+        }
+        plan.quorums = None;
+        plan.island = Some(Island {
+            at_ms: 9,
+            heal_ms: 9,
+        });
+        let err = plan.validate().unwrap_err().to_string();
+        assert!(err.contains("island"), "{err}");
     }
 }

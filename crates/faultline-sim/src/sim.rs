@@ -11,7 +11,7 @@ use crate::client::{self, Shared};
 use crate::clock::SimClock;
 use crate::disk::{Disk, SimStorage};
 use crate::history::{KvHistory, Recorder};
-use crate::plan::{FaultPlan, PlanError, Schedule};
+use crate::plan::{FaultPlan, Partition, PlanError, Schedule};
 use crate::relay::{self, Cut, RELAY_HOST};
 use crate::seed::{Stream, derive};
 use crate::transport::{CLIENTS_HOST, NetStats, SimNet, host_name};
@@ -47,6 +47,10 @@ enum Event {
     Partitions,
     Crash(NodeId),
     Restart(NodeId),
+    /// The island may form from now on (once a client has had an answer).
+    Island,
+    /// The island heals.
+    IslandHeal,
 }
 
 /// The plan's events in time order (the plan's order among events of one time).
@@ -62,18 +66,37 @@ fn timeline(plan: &FaultPlan) -> Vec<(u64, Event)> {
             events.push((at, Event::Restart(c.node)));
         }
     }
+    if let Some(island) = &plan.island {
+        events.push((island.at_ms, Event::Island));
+        events.push((island.heal_ms, Event::IslandHeal));
+    }
     events.sort_by_key(|(at, _)| *at);
     events
 }
 
-/// The server pairs the partitions active at `now_ms` cut, each pair low first.
-fn cut_pairs(plan: &FaultPlan, now_ms: u64) -> BTreeSet<(NodeId, NodeId)> {
+/// The island's groups around `served`: it and the next servers by number up to a replication
+/// quorum, then every other server alone.
+fn island_groups(plan: &FaultPlan, served: NodeId) -> Vec<Vec<NodeId>> {
+    let size = plan.quorums().replication.clamp(1, plan.nodes);
+    let ring = |i: u32| (served + i) % plan.nodes;
+    let mut groups = vec![(0..size).map(ring).collect::<Vec<_>>()];
+    groups.extend((size..plan.nodes).map(|i| vec![ring(i)]));
+    groups
+}
+
+/// The server pairs the partitions active at `now_ms` cut, with the island's while it lasts,
+/// each pair low first.
+fn cut_pairs(
+    plan: &FaultPlan,
+    now_ms: u64,
+    island: Option<&Partition>,
+) -> BTreeSet<(NodeId, NodeId)> {
     let mut cut = BTreeSet::new();
-    for p in plan
+    let active = plan
         .partitions
         .iter()
-        .filter(|p| p.at_ms <= now_ms && now_ms < p.heal_ms)
-    {
+        .filter(|p| p.at_ms <= now_ms && now_ms < p.heal_ms);
+    for p in active.chain(island) {
         for (i, a) in p.groups.iter().enumerate() {
             for b in &p.groups[i + 1..] {
                 for &x in a {
@@ -118,6 +141,7 @@ pub fn run<S: Server>(schedule: &Schedule) -> Result<RunReport, PlanError> {
         );
     }
     let recorder = Rc::new(RefCell::new(Recorder::default()));
+    let served = Rc::new(Cell::new(None));
     sim.client(
         CLIENTS_HOST,
         client::run_all(Shared {
@@ -125,35 +149,56 @@ pub fn run<S: Server>(schedule: &Schedule) -> Result<RunReport, PlanError> {
             seed,
             stats: stats.clone(),
             recorder: recorder.clone(),
+            served: served.clone(),
         }),
     );
 
     let events = timeline(&plan);
     let mut next = 0;
     let mut crashed_with = None;
+    // The island is due from its start until its heal, and forms at the first step of that
+    // stretch after some client has had an answer: then it is known which server serves.
+    let mut island_due = false;
+    let mut island: Option<Partition> = None;
     loop {
         let now = sim.elapsed();
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        let mut cut_changed = false;
         while let Some(&(at, event)) = events.get(next) {
             if at > now_ms {
                 break;
             }
             next += 1;
             match event {
-                Event::Partitions => {
-                    let want = cut_pairs(&plan, now_ms);
-                    let now_cut = cut.borrow().clone();
-                    for &(a, b) in want.difference(&now_cut) {
-                        sim.partition(host_name(a), host_name(b));
-                    }
-                    for &(a, b) in now_cut.difference(&want) {
-                        sim.repair(host_name(a), host_name(b));
-                    }
-                    *cut.borrow_mut() = want;
+                Event::Partitions => cut_changed = true,
+                Event::Island => island_due = true,
+                Event::IslandHeal => {
+                    island_due = false;
+                    cut_changed |= island.take().is_some();
                 }
                 Event::Crash(node) => sim.crash(host_name(node)),
                 Event::Restart(node) => sim.bounce(host_name(node)),
             }
+        }
+        if island_due && let Some(server) = served.get() {
+            island_due = false;
+            island = Some(Partition {
+                at_ms: now_ms,
+                heal_ms: u64::MAX,
+                groups: island_groups(&plan, server),
+            });
+            cut_changed = true;
+        }
+        if cut_changed {
+            let want = cut_pairs(&plan, now_ms, island.as_ref());
+            let now_cut = cut.borrow().clone();
+            for &(a, b) in want.difference(&now_cut) {
+                sim.partition(host_name(a), host_name(b));
+            }
+            for &(a, b) in now_cut.difference(&want) {
+                sim.repair(host_name(a), host_name(b));
+            }
+            *cut.borrow_mut() = want;
         }
         if now >= limit {
             break;
@@ -205,6 +250,7 @@ fn add_server<S: Server>(
         let clock = SimClock::new(offset_ms, rate);
         let faults = plan.network.clone();
         let nodes = plan.nodes;
+        let quorums = plan.quorums();
         let stats = stats.clone();
         async move {
             let net = SimNet::bind(
@@ -218,6 +264,7 @@ fn add_server<S: Server>(
             S::run(Env {
                 id: node,
                 nodes: (0..nodes).collect(),
+                quorums,
                 net,
                 storage,
                 clock,
@@ -249,12 +296,43 @@ mod tests {
                 groups: vec![vec![0, 1], vec![2]],
             },
         ];
-        let pairs = |t| cut_pairs(&plan, t).into_iter().collect::<Vec<_>>();
+        let pairs = |t| cut_pairs(&plan, t, None).into_iter().collect::<Vec<_>>();
         assert_eq!(pairs(10), vec![(0, 1), (0, 2)]);
         assert_eq!(pairs(60), vec![(0, 1), (0, 2), (1, 2)]);
         assert_eq!(pairs(120), vec![(0, 2), (1, 2)]);
         assert_eq!(pairs(150), vec![]);
         let times: Vec<u64> = timeline(&plan).iter().map(|(t, _)| *t).collect();
         assert_eq!(times, vec![0, 50, 100, 150]);
+    }
+
+    #[test]
+    fn an_island_keeps_a_replication_quorum_around_the_serving_server() {
+        let mut plan = crate::generate::calm_plan(5);
+        plan.quorums = Some(crate::api::Quorums {
+            election: 4,
+            replication: 2,
+        });
+        assert_eq!(
+            island_groups(&plan, 4),
+            vec![vec![4, 0], vec![1], vec![2], vec![3]]
+        );
+        plan.quorums = None;
+        assert_eq!(
+            island_groups(&plan, 1),
+            vec![vec![1, 2, 3], vec![4], vec![0]]
+        );
+        let island = Partition {
+            at_ms: 0,
+            heal_ms: u64::MAX,
+            groups: vec![vec![0, 1], vec![2]],
+        };
+        let mut three = crate::generate::calm_plan(3);
+        three.island = Some(crate::plan::Island {
+            at_ms: 5,
+            heal_ms: 10,
+        });
+        let pairs: Vec<_> = cut_pairs(&three, 7, Some(&island)).into_iter().collect();
+        assert_eq!(pairs, vec![(0, 2), (1, 2)]);
+        assert_eq!(three.faults_end_ms(), 10);
     }
 }
