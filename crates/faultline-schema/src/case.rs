@@ -10,6 +10,7 @@ pub use scenario::{Reasoning, Scenario};
 pub use source::{GitSource, PathSource, Pin, RegistrySource, Source, Upstream};
 
 use crate::diagnosis::DIAGNOSIS_LINE_BUDGET;
+pub use crate::rate::FailureRate;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -223,41 +224,6 @@ pub struct OracleSpec {
     /// that fail, as recorded by the curator (for example `"1000/1000"`).
     #[serde(default)]
     pub buggy_failure_rate: Option<FailureRate>,
-}
-
-/// A measured rate, written `"F/N"`: `failed` of `runs` runs failed. A placeholder such as
-/// `"TBD"` is refused when the case loads, so a rate nobody measured cannot pass for one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(try_from = "String", into = "String")]
-#[schemars(with = "String")]
-pub struct FailureRate {
-    /// Runs that failed.
-    pub failed: u32,
-    /// Runs made, at least one.
-    pub runs: u32,
-}
-
-impl TryFrom<String> for FailureRate {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        let bad = || format!("`{text}` is not a measured rate such as \"100/100\" (failed/runs)");
-        let (failed, runs) = text.split_once('/').ok_or_else(bad)?;
-        let (failed, runs): (u32, u32) = (
-            failed.trim().parse().map_err(|_| bad())?,
-            runs.trim().parse().map_err(|_| bad())?,
-        );
-        if runs == 0 || failed > runs {
-            return Err(bad());
-        }
-        Ok(FailureRate { failed, runs })
-    }
-}
-
-impl From<FailureRate> for String {
-    fn from(rate: FailureRate) -> String {
-        format!("{}/{}", rate.failed, rate.runs)
-    }
 }
 
 fn default_oracle_timeout() -> u64 {
@@ -599,29 +565,5 @@ symbol = "Replica::apply"
         );
         let case = CaseManifest::from_toml(&path).unwrap();
         assert!(matches!(case.source, Source::Path(ref p) if p.buggy == "buggy"));
-    }
-
-    #[test]
-    fn a_failure_rate_is_a_measured_fraction_or_the_case_is_refused() {
-        let with_rate = |rate: &str| {
-            GOOD.replace(
-                "[oracle]\n",
-                &format!("[oracle]\nbuggy_failure_rate = \"{rate}\"\n"),
-            )
-        };
-        let m = CaseManifest::from_toml(&with_rate("97/100")).unwrap();
-        assert_eq!(
-            m.oracle.buggy_failure_rate,
-            Some(FailureRate {
-                failed: 97,
-                runs: 100
-            })
-        );
-        for bad in ["TBD", "5", "6/5", "1/0", "a/b"] {
-            let err = CaseManifest::from_toml(&with_rate(bad))
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("measured rate"), "{bad}: {err}");
-        }
     }
 }

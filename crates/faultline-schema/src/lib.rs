@@ -12,6 +12,7 @@ pub mod diagnosis;
 pub mod grade;
 pub mod io;
 pub mod protection;
+pub mod rate;
 pub mod report;
 pub mod results;
 pub mod run;
