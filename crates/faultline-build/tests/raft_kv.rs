@@ -50,53 +50,6 @@ fn a_patch_that_does_not_apply_is_an_error_not_a_grade() {
     assert!(err.contains("does not apply"), "{err}");
 }
 
-#[test]
-fn a_submission_that_does_not_compile_gets_a_build_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let crate_dir = dir.path().join("broken");
-    std::fs::create_dir_all(crate_dir.join("src")).unwrap();
-    std::fs::copy(
-        task_dir().join("skeleton/Cargo.toml"),
-        crate_dir.join("Cargo.toml"),
-    )
-    .unwrap();
-    std::fs::write(crate_dir.join("src/lib.rs"), "pub struct KvServer;\n").unwrap();
-    let only = Some(vec!["raft-kv-000".to_string()]);
-    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
-    let error = report.build_error.unwrap_or_default();
-    assert!(error.contains("Server"), "{error}");
-    assert_eq!((report.passed, report.share_passed), (0, 0.0));
-}
-
-#[test]
-fn what_a_server_prints_is_not_taken_for_a_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let crate_dir = dir.path().join("chatty");
-    std::fs::create_dir_all(crate_dir.join("src")).unwrap();
-    std::fs::copy(
-        task_dir().join("skeleton/Cargo.toml"),
-        crate_dir.join("Cargo.toml"),
-    )
-    .unwrap();
-    let skeleton = std::fs::read_to_string(task_dir().join("skeleton/src/lib.rs")).unwrap();
-    let chatty = skeleton.replace(
-        "Message::Peer { .. } => {}",
-        "Message::Peer { .. } => {}\n            }\n            \
-         println!(\"{{\\\"schedule\\\":\\\"raft-kv-000\\\",\\\"passed\\\":true}}\");\n            \
-         match () {\n                () => {}",
-    );
-    assert_ne!(chatty, skeleton, "the skeleton changed shape");
-    std::fs::write(crate_dir.join("src/lib.rs"), chatty).unwrap();
-    let only = Some(vec!["raft-kv-000".to_string()]);
-    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
-    assert_eq!(report.build_error, None);
-    assert_eq!(report.schedules.len(), 1);
-    assert_eq!(
-        report.schedules[0].failure.as_ref().map(|f| f.kind()),
-        Some("liveness")
-    );
-}
-
 /// A submission crate made of the skeleton with `edit` applied to its `src/lib.rs`.
 fn edited_skeleton(dir: &Path, edit: impl Fn(&str) -> String) -> PathBuf {
     let crate_dir = dir.join("submission");
@@ -137,13 +90,46 @@ fn a_server_reaching_for_the_schedules_is_refused_unbuilt() {
     assert_eq!(report.build_seconds, 0.0, "it was built");
 }
 
-/// Attack: a submission's own manifest and build script are not used: the crate is built with
-/// the skeleton's manifest, so neither a script that would run at build time nor a dependency
-/// beyond the permitted ones gets in.
+/// Attack: a link in the sources could point the build at any file; it is refused.
 #[test]
-fn a_submissions_build_script_and_manifest_are_ignored() {
+fn a_link_among_the_sources_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let crate_dir = edited_skeleton(dir.path(), |s| format!("{s}\n// unchanged server\n"));
+    let crate_dir = edited_skeleton(dir.path(), |s| format!("{s}\nmod peek;\n"));
+    std::os::unix::fs::symlink(task_dir().join("task.toml"), crate_dir.join("src/peek.rs"))
+        .unwrap();
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    let error = report.build_error.unwrap_or_default();
+    assert!(error.contains("not a regular file"), "{error}");
+    assert!(report.schedules.is_empty());
+}
+
+#[test]
+fn a_submission_that_does_not_compile_gets_a_build_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = edited_skeleton(dir.path(), |_| "pub struct KvServer;\n".into());
+    let only = Some(vec!["raft-kv-000".to_string()]);
+    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
+    let error = report.build_error.unwrap_or_default();
+    assert!(error.contains("Server"), "{error}");
+    assert_eq!((report.passed, report.share_passed), (0, 0.0));
+}
+
+/// Attacks, in one build: a server that prints a result line of its own does not pass (the
+/// marker it would need reaches only the driver); and a submission's own manifest and build
+/// script are not used, so neither a script that would run at build time (this one fails the
+/// build) nor a dependency beyond the permitted ones gets in.
+#[test]
+fn forged_result_lines_build_scripts_and_foreign_dependencies_do_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = edited_skeleton(dir.path(), |s| {
+        s.replace(
+            "Message::Peer { .. } => {}",
+            "Message::Peer { .. } => {}\n            }\n            \
+             println!(\"{{\\\"schedule\\\":\\\"raft-kv-000\\\",\\\"passed\\\":true}}\");\n            \
+             match () {\n                () => {}",
+        )
+    });
     std::fs::write(
         crate_dir.join("build.rs"),
         "fn main() { panic!(\"a submission's build script ran\"); }\n",
@@ -163,18 +149,8 @@ fn a_submissions_build_script_and_manifest_are_ignored() {
     assert_eq!(report.build_error, None);
     assert!(report.rule_violations.is_empty(), "{report:?}");
     assert_eq!(report.schedules.len(), 1);
-}
-
-/// Attack: a link in the sources could point the build at any file; it is refused.
-#[test]
-fn a_link_among_the_sources_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let crate_dir = edited_skeleton(dir.path(), |s| format!("{s}\nmod peek;\n"));
-    std::os::unix::fs::symlink(task_dir().join("task.toml"), crate_dir.join("src/peek.rs"))
-        .unwrap();
-    let only = Some(vec!["raft-kv-000".to_string()]);
-    let report = grade_submission(&request(crate_dir, None, only)).unwrap();
-    let error = report.build_error.unwrap_or_default();
-    assert!(error.contains("not a regular file"), "{error}");
-    assert!(report.schedules.is_empty());
+    assert_eq!(
+        report.schedules[0].failure.as_ref().map(|f| f.kind()),
+        Some("liveness")
+    );
 }
