@@ -6,6 +6,9 @@
 
 mod bundle;
 mod decoys;
+mod measure;
+
+pub use measure::{Measured, measure_buggy_failure_rate};
 
 use crate::libtest::RunVerdict;
 use crate::verdict::{Judged, VerdictPlan, fresh_seed, judge_regression, run_oracle};

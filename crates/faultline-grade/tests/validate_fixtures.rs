@@ -369,3 +369,40 @@ async fn only_the_declared_regression_targets_are_built() {
     let regression = v.gold.as_ref().unwrap().regression.as_ref().unwrap();
     assert_eq!(regression.tests_passed, 1, "{regression:?}");
 }
+
+/// The measured rate counts the seeds whose run failed: an oracle that lets seeds 3 and 8 pass
+/// on the buggy version fails 8 of 10 runs, and says which seeds passed.
+#[tokio::test]
+async fn the_buggy_failure_rate_is_measured_seed_by_seed() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-measured", |dir| {
+        let lenient = ORACLE_MERGE.replace(
+            "fn merging_the_same_state_twice_changes_nothing() {\n",
+            "fn merging_the_same_state_twice_changes_nothing() {\n    \
+             let seed: u64 = std::env::var(\"FAULTLINE_SEED\").unwrap().parse().unwrap();\n    \
+             if seed % 5 == 3 {\n        return;\n    }\n",
+        );
+        assert_ne!(lenient, ORACLE_MERGE, "the oracle changed shape");
+        fs::write(dir.join("oracle/tests/merge.rs"), lenient).unwrap();
+    });
+    let data = DataDir::new(root.path().join("data"));
+    let toolchain = Toolchain::detect().unwrap();
+    let prepared = faultline_corpus::prepare(&case, &data, &toolchain, &Default::default())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let measured = faultline_grade::validate::measure_buggy_failure_rate(
+        &case,
+        &prepared,
+        &data,
+        &toolchain,
+        10,
+        |seed, _| seen.push(seed),
+    )
+    .await
+    .unwrap();
+    assert_eq!((measured.rate.failed, measured.rate.runs), (8, 10));
+    assert_eq!(measured.passing_seeds, vec![3, 8]);
+    assert_eq!(seen, (1..=10).collect::<Vec<u64>>());
+    assert_eq!(measured.verdicts.get("pass"), Some(&2));
+}

@@ -41,6 +41,15 @@ pub enum CasesCommand {
         #[arg(required = true)]
         cases: Vec<String>,
     },
+    /// Measure how often a case's oracle fails on the buggy version, over seeds 1..=N: the
+    /// `buggy_failure_rate` a seeded or looped oracle records in case.toml.
+    Measure {
+        /// The case id.
+        case: String,
+        /// Oracle runs (seeds 1..=N).
+        #[arg(long, default_value_t = 100)]
+        runs: u32,
+    },
     /// Validate cases: oracle fails on buggy k/k, passes with the gold patch k/k, regression
     /// tests pass on both, texts within budget and free of leaks.
     Validate(ValidateArgs),
@@ -150,6 +159,7 @@ pub async fn run(env: &Env, cmd: CasesCommand) -> Result<ExitCode> {
             reports,
         } => merge_validation(env, &markdown, &cases, &reports),
         CasesCommand::Lock { cases } => lock(env, &cases).await,
+        CasesCommand::Measure { case, runs } => crate::measure::measure(env, &case, runs).await,
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cases;
+mod measure;
 mod providers;
 mod report;
 mod run;
