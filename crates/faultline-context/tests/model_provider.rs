@@ -59,13 +59,18 @@ async fn scripted(script: Vec<Step>) -> (Providers, ScriptedServer) {
     (providers, server)
 }
 
-async fn bundle(providers: &Providers) -> anyhow::Result<faultline_context::Bundle> {
+/// The bundle, cached in `data`: each test has a data directory of its own, since the tests'
+/// providers share a name, a model and instructions, and so a cache key.
+async fn bundle(
+    providers: &Providers,
+    data: &faultline_corpus::DataDir,
+) -> anyhow::Result<faultline_context::Bundle> {
     let f = fixture().await;
     let inputs = Inputs {
         case: &f.case,
         corpus: &[],
         prepared: &f.prepared,
-        data: &f.data,
+        data,
         toolchain: &f.toolchain,
     };
     providers
@@ -80,7 +85,9 @@ async fn a_model_writes_a_priced_bundle_from_the_symptom_and_the_crate_map() {
          === questions.md ===\n# Questions\n\nIs merging twice harmless?\n",
     )])
     .await;
-    let b = bundle(&providers).await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = faultline_corpus::DataDir::new(root.path().to_path_buf());
+    let b = bundle(&providers, &data).await.unwrap();
     assert_eq!(b.record.status, BundleStatus::Ready, "{:?}", b.record);
     let names: Vec<&str> = b.files.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["paths.md", "questions.md"]);
@@ -93,7 +100,7 @@ async fn a_model_writes_a_priced_bundle_from_the_symptom_and_the_crate_map() {
     assert!(sent.contains(&first_line[..40]) && sent.contains("GCounter::merge"));
     assert!(!sent.contains("max(*count)"), "the fix reached the model");
     // Cached: a second bundle needs no call.
-    assert_eq!(bundle(&providers).await.unwrap(), b);
+    assert_eq!(bundle(&providers, &data).await.unwrap(), b);
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -103,7 +110,9 @@ async fn a_model_that_quotes_the_fix_is_refused_and_an_outage_is_an_error() {
         "=== fix.md ===\nReplace the sum with `*mine = (*mine).max(*count);` in merge.\n",
     )])
     .await;
-    let b = bundle(&providers).await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = faultline_corpus::DataDir::new(root.path().to_path_buf());
+    let b = bundle(&providers, &data).await.unwrap();
     assert_eq!(b.record.status, BundleStatus::Refused);
     assert!(b.record.refusal.unwrap().contains("leak check"));
     assert!(b.files.is_empty());
