@@ -340,12 +340,13 @@ impl Trial<'_> {
         Ok(next)
     }
 
-    /// What a submitting command submitted, by track: a repair is the workspace's diff.
+    /// What a submitting command submitted, by track: a repair or a build is the workspace's
+    /// diff.
     fn submission(&self, text: String, diff: &str) -> Submission {
         match self.env.task.track {
             Track::Diagnose => Submission::Diagnosis(text),
             Track::Reproduce => Submission::Reproducer(text),
-            Track::Repair => Submission::Patch(diff.to_string()),
+            Track::Repair | Track::Build => Submission::Patch(diff.to_string()),
         }
     }
 

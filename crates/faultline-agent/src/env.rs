@@ -101,6 +101,39 @@ impl TrialEnv {
         })
     }
 
+    /// A build-track trial's environment: a copy of the task's prepared workspace (`template`,
+    /// the skeleton and the condition's aid files) under `spec`, the sandbox that mounts it at
+    /// `/workspace` with the harness the aid allows. `text` is the task's text.
+    pub fn for_build(
+        task: Task,
+        text: String,
+        bundle: Vec<BundleFile>,
+        template: &Path,
+        spec: impl FnOnce(&Path) -> faultline_sandbox::SandboxSpec,
+        data: &DataDir,
+    ) -> Result<TrialEnv, EnvError> {
+        let dir = data.scratch_dir("trial").map_err(EnvError::Harness)?;
+        let workspace = dir.path().join("workspace");
+        copy_preserving(template, &workspace)
+            .context("copying the task's workspace")
+            .map_err(EnvError::Harness)?;
+        let spec = spec(&workspace).env(
+            "FAULTLINE_SEED",
+            agent_faultline_seed(task.seed).to_string(),
+        );
+        let sandbox = Sandbox::new(spec).map_err(|e| EnvError::Unavailable(e.into()))?;
+        Ok(TrialEnv {
+            task,
+            symptom: text,
+            bundle,
+            workspace,
+            pristine: template.to_path_buf(),
+            sandbox,
+            session: tokio::sync::Mutex::new(SessionState::NotStarted),
+            _dir: dir,
+        })
+    }
+
     /// Runs one command of the agent. Commands share one long-lived sandbox (a session) when
     /// the supervisor is available, which costs about a plain process spawn per command; a lost
     /// session is restarted once, and without a supervisor each command gets its own sandbox.
@@ -141,9 +174,19 @@ impl TrialEnv {
         }
     }
 
-    /// The unified diff of everything changed in the workspace so far, and its SHA-256.
+    /// The unified diff of everything changed in the workspace so far (on the build track, of
+    /// the crate's `src/`, the part that is graded), and its SHA-256.
     pub fn diff(&self) -> Result<(String, String)> {
-        let diff = diff_workspace(&self.pristine, &self.workspace)?.unified();
+        let diff = if self.task.track == Track::Build {
+            let mut sources =
+                diff_workspace(&self.pristine.join("src"), &self.workspace.join("src"))?;
+            for file in &mut sources.files {
+                file.path = format!("src/{}", file.path);
+            }
+            sources.unified()
+        } else {
+            diff_workspace(&self.pristine, &self.workspace)?.unified()
+        };
         let sha = hex::encode(Sha256::digest(diff.as_bytes()));
         Ok((diff, sha))
     }

@@ -283,7 +283,7 @@ impl ExternalAgent {
             }
         }
         let submission = match Submission::read(&output, env.task.track) {
-            None if env.task.track == Track::Repair
+            None if matches!(env.task.track, Track::Repair | Track::Build)
                 && matches!(ended, Ended::Exited { success: true, .. }) =>
             {
                 Some(Submission::Patch(env.diff()?.0))

@@ -4,10 +4,10 @@
 //!
 //! | variable | value |
 //! |---|---|
-//! | `track` | `diagnose`, `repair` or `reproduce` |
+//! | `track` | `diagnose`, `repair`, `reproduce` or `build` |
 //! | `condition` | `symptom` or `context` |
 //! | `crate_name` | the crate under `/workspace` |
-//! | `symptom` | the text of `symptom.md` |
+//! | `symptom` | the text of `symptom.md`; on the build track, the task's text |
 //! | `bundle` | list of `{name, text}`; empty in the `symptom` condition |
 //! | `sentinel` | the first output line that marks a submission |
 //! | `tool_mode` | true when the model acts through native tool calls |
@@ -247,6 +247,11 @@ mod tests {
         assert!(!render(Track::Repair).task.contains("illegal"));
         assert!(render(Track::Repair).task.contains("changes you made"));
         assert!(render(Track::Repair).system.contains("```bash"));
+        let build = render(Track::Build);
+        assert!(build.task.contains("<task>\ns\n</task>"), "{}", build.task);
+        assert!(build.task.contains("hidden") || build.task.contains("will not see"));
+        assert!(!build.task.contains("user reported"));
+        assert!(build.system.contains("building") && !build.system.contains("warm"));
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> RunnerError {
 }
 
 /// The repository's root on the host.
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(THIS_CRATE).join("../..")
 }
 
@@ -57,7 +57,7 @@ fn repository() -> PathBuf {
 /// host's cargo (which holds the package cache's lock while it reads), so that sandboxed builds
 /// read a copy nothing else writes to. Grades that find no copy race to make one; each writes
 /// its own and renames it into place, and the loser's is removed.
-fn vendored(target: &Path) -> Result<PathBuf, RunnerError> {
+pub(crate) fn vendored(target: &Path) -> Result<PathBuf, RunnerError> {
     let lock = std::fs::read(repository().join("Cargo.lock"))
         .map_err(|e| failed("reading the workspace's Cargo.lock", e))?;
     let digest = hex::encode(Sha256::digest(&lock));

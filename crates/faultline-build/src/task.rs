@@ -21,6 +21,11 @@ pub struct TaskSpec {
     pub package: String,
     /// The type in the submission's library that implements `faultline_sim::Server`.
     pub server: String,
+    /// The bug category a run's records file the task under (`replication-consistency`...),
+    /// so the build track's results sit in the same tables as the cases'.
+    pub category: String,
+    /// The tier a run's records give the task (1: its faults span servers).
+    pub tier: u8,
     /// The hidden schedules.
     pub schedules: ScheduleSpec,
 }
@@ -170,7 +175,7 @@ mod tests {
     #[test]
     fn a_task_file_loads_and_a_bad_one_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let good = "id = \"t\"\npackage = \"p\"\nserver = \"S\"\n[schedules]\noperations = 10\n\
+        let good = "id = \"t\"\npackage = \"p\"\nserver = \"S\"\ncategory = \"c\"\ntier = 1\n[schedules]\noperations = 10\n\
                     storage_bytes = 100\nrecovery_ms = 1000\nseeds = [1, 2]\n";
         std::fs::write(dir.path().join(TASK_FILE), good).unwrap();
         let spec = TaskSpec::load(dir.path()).unwrap();

@@ -91,6 +91,7 @@ impl Providers {
     pub fn version(&self, condition: &Condition) -> Result<String> {
         Ok(match condition.kind() {
             ConditionKind::Symptom => "none".into(),
+            ConditionKind::Aid(aid) => format!("aid-{}", aid.as_str()),
             ConditionKind::Curated => "curated-1".into(),
             ConditionKind::Irrelevant => "irrelevant-1".into(),
             ConditionKind::Static => static_analysis::STATIC_PROVIDER_VERSION.into(),
@@ -164,6 +165,9 @@ impl Providers {
         };
         Ok(match condition.kind() {
             ConditionKind::Symptom => none(Vec::new()),
+            ConditionKind::Aid(_) => {
+                bail!("`{condition}` is an aid of the build track, not a case's bundle")
+            }
             ConditionKind::Curated => none(case.bundle.clone()),
             ConditionKind::Irrelevant => bail!("the irrelevant control is not produced alone"),
             ConditionKind::Static => {

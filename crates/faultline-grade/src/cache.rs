@@ -169,6 +169,7 @@ mod tests {
             diagnosis: None,
             repair,
             reproduction: None,
+            build: None,
             inputs: GradeInputs {
                 submission_sha256: String::new(),
                 case_sha256: String::new(),

@@ -108,17 +108,23 @@
 //! # Ok::<(), faultline_linearize::HistoryError>(())
 //! ```
 
+#[cfg(feature = "check")]
 mod budget;
+#[cfg(feature = "check")]
 mod cache;
+#[cfg(feature = "check")]
 mod check;
 pub mod generate;
 mod history;
 mod model;
 pub mod models;
 pub mod porcupine_format;
+#[cfg(feature = "check")]
 mod search;
+#[cfg(feature = "check")]
 mod shrink;
 
+#[cfg(feature = "check")]
 pub use check::{
     CheckOptions, CheckResult, Counterexample, PartitionOutcome, PartitionReport, Verdict, check,
     describe,

@@ -126,6 +126,8 @@ pub fn render(inputs: &HtmlInputs) -> Result<String, minijinja::Error> {
         providers_note => markdown::PROVIDERS_NOTE,
         comparisons => Value::from(Serde(markdown::comparisons(report))),
         breakdowns => Value::from(Serde(markdown::breakdowns(report))),
+        build => Value::from(Serde(crate::build::table(report))),
+        build_note => crate::build::BUILD_NOTE,
         trials => Value::from(Serde(inputs.trials)),
         cases => Value::from(Serde(inputs.cases)),
         omitted => inputs.trials.iter().filter(|t| !t.embedded).count(),

@@ -3,6 +3,7 @@
 //! then render for a terminal or as Markdown, so a generated Markdown file shows exactly what the
 //! command printed, and [`html::render`] makes one self-contained HTML page of it.
 
+pub mod build;
 pub mod corpus;
 pub mod html;
 pub mod leaderboard;

@@ -517,6 +517,13 @@ pub fn markdown(report: &Report) -> String {
         out.push_str("\n## Configurations compared\n\n");
         out.push_str(&comparisons(report).to_markdown());
     }
+    if !report.build.is_empty() {
+        out.push_str(&format!(
+            "\n## Build track: what survived each aid\n\n{}\n\n{}",
+            crate::build::BUILD_NOTE,
+            crate::build::table(report).to_markdown()
+        ));
+    }
     out.push_str("\n## Breakdowns\n\n");
     out.push_str(&breakdowns(report).to_markdown());
     out.push_str("\n## Actions per trial\n\n");

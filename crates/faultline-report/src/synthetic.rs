@@ -48,6 +48,7 @@ pub fn records(spec: &SweepSpec, seed: u64) -> Result<Vec<ResultRecord>, StatsEr
                 tier: 1 + (case % 3) as u8,
                 symptom_names_function: case.is_multiple_of(5),
                 case_id: o.case,
+                build: None,
                 track: Track::Repair,
                 condition,
                 attempt: o.attempt,

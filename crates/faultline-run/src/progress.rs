@@ -3,10 +3,54 @@
 //! end. Computed here so that whoever shows progress (the `faultline` command's bar or log
 //! lines) only draws them.
 
-use crate::runner::ProgressEvent;
-use faultline_schema::Outcome;
+use faultline_schema::{Outcome, ResultRecord};
 use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// What a run reports while it works.
+#[derive(Debug, Clone)]
+pub enum ProgressEvent {
+    /// Preparing a case's workspace.
+    Preparing(String),
+    /// The plan: trials in this shard, already finished, to do now.
+    Planned {
+        /// Trials in this shard.
+        total: usize,
+        /// Already finished.
+        done: usize,
+        /// To run now.
+        pending: usize,
+    },
+    /// A trial started.
+    Started(String),
+    /// A trial finished and was recorded.
+    Finished(Box<ResultRecord>),
+}
+
+/// Receives progress events (a terminal display or log lines).
+pub trait Progress: Send + Sync {
+    /// Called for every event, from any task.
+    fn event(&self, e: ProgressEvent);
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Trials in this shard.
+    pub total: usize,
+    /// Trials finished before this invocation.
+    pub resumed: usize,
+    /// Trials run now.
+    pub ran: usize,
+    /// Trials not run because their condition's bundle was refused for their case.
+    pub refused: usize,
+    /// Outcomes of all recorded trials.
+    pub outcomes: BTreeMap<String, usize>,
+    /// Cases this invocation prepared, or checked where they were prepared before.
+    pub cases_ready: usize,
+    /// Seconds spent preparing (or checking prepared) cases before the first trial.
+    pub prepare_secs: f64,
+}
 
 /// What a run has done so far, as its progress events tell it.
 #[derive(Debug, Clone, Default)]

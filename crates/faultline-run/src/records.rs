@@ -36,6 +36,7 @@ pub fn record(
         exit_status: traj.exit_status,
         outcome: grade.outcome,
         score: grade.score,
+        build: None,
         block_coverage: grade.diagnosis.as_ref().map(|d| d.block_coverage),
         block_precision: grade.diagnosis.as_ref().map(|d| d.block_precision),
         file_coverage: grade.diagnosis.as_ref().map(|d| d.file_coverage),

@@ -71,13 +71,23 @@ pub async fn regrade(
     }
     let cases = prepare_cases(
         corpus,
-        records.values().map(|r| r.case_id.clone()),
+        records
+            .values()
+            .filter(|r| r.track != Track::Build)
+            .map(|r| r.case_id.clone()),
         data,
         toolchain,
     )
     .await?;
     let mut out = Vec::new();
     for (id, mut r) in records {
+        if r.track == Track::Build {
+            // A build is graded on its task's hidden schedules by faultline-build; its grade
+            // stays as the run made it.
+            tracing::warn!("{id}: build trials are kept as graded, not re-graded");
+            out.push(r);
+            continue;
+        }
         let dir = run.trial(&id);
         let case = corpus.get(&r.case_id).expect("prepared above");
         let submission = dir.read_submission(r.track);
@@ -155,6 +165,11 @@ impl Prediction {
             (Track::Diagnose, _) => {
                 Err("diagnoses cannot be imported; only repair and reproduce".into())
             }
+            (Track::Build, _) => Err(
+                "builds cannot be imported: they are graded on a task, not on a case; only \
+                 repair and reproduce"
+                    .into(),
+            ),
         }
     }
 }
@@ -267,6 +282,8 @@ pub async fn import_predictions(
         seed: 0,
         attempts: preds.iter().filter_map(|p| p.attempt).max().unwrap_or(1),
         baseline_attempts: 1,
+        build_tasks: Vec::new(),
+        build_schedules: None,
         tracks: [Track::Repair, Track::Reproduce]
             .into_iter()
             .filter(|t| {

@@ -40,7 +40,7 @@ pub fn trial_views(run: &RunDir, records: &[ResultRecord], budget: usize) -> Vec
         };
         let submission = match r.track {
             Track::Diagnose => None,
-            Track::Repair | Track::Reproduce => submitted.text(),
+            Track::Repair | Track::Reproduce | Track::Build => submitted.text(),
         };
         let view = TrialView::new(
             r,

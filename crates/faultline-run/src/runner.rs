@@ -3,211 +3,33 @@
 //! redone from scratch, a changed configuration is refused unless forced.
 
 use crate::agents::{AgentSpec, agents_on_host};
+use crate::build::{self, BuildState};
 use crate::bundles::{self, RunBundles};
-use crate::plan::{AgentPlan, PlannedTrial, Shard, plan};
-use crate::records::{locked_cases, record};
+use crate::lock::{check_lock, lock_of};
+use crate::plan::{AgentPlan, PlannedTrial, plan};
+use crate::records::record;
 use anyhow::{Context, Result, bail};
 use faultline_agent::baselines;
 use faultline_agent::record::Recorder;
 use faultline_agent::{BuiltinAgent, EnvError, ExternalAgent, TrialEnv, TrialResult};
-use faultline_context::Providers;
 use faultline_corpus::checks::symptom_names;
 use faultline_corpus::curated::gold_patch;
 use faultline_corpus::gold::TreeDiff;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, prepare};
 use faultline_grade::{GradeContext, grade_submission};
-use faultline_model::{ModelClient, PricingTable};
+use faultline_model::ModelClient;
 use faultline_sandbox::Toolchain;
 use faultline_schema::results::{ResultsLog, latest};
-use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::task::TASK_SCHEMA_VERSION;
 use faultline_schema::{
-    Condition, ExitStatus, GradingSettings, Limits, Outcome, ResultRecord, RunDir, RunLock, Task,
-    Track,
+    Condition, ExitStatus, Outcome, ResultRecord, RunDir, Submission, Task, Track,
 };
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{Mutex, Semaphore};
 
-/// Everything a run is configured with.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// The run directory.
-    pub out: PathBuf,
-    /// The cases.
-    pub cases: Vec<Case>,
-    /// The agent configurations.
-    pub agents: Vec<AgentSpec>,
-    /// Tracks.
-    pub tracks: Vec<Track>,
-    /// Conditions.
-    pub conditions: Vec<Condition>,
-    /// The providers of conditions beyond the built-in ones.
-    pub providers: Providers,
-    /// Every case of the corpus, for the `irrelevant` control (which shows another case's
-    /// bundle).
-    pub corpus: Vec<Case>,
-    /// Attempts per case, track and condition for model and external agents.
-    pub attempts: u32,
-    /// Attempts for baselines.
-    pub baseline_attempts: u32,
-    /// Budgets of every trial.
-    pub limits: Limits,
-    /// The run's seed.
-    pub seed: u64,
-    /// Trials (sandboxes) at once.
-    pub workers: usize,
-    /// Model calls at once, over all trials.
-    pub model_workers: usize,
-    /// This directory's shard of the run.
-    pub shard: Option<Shard>,
-    /// Accept a lock that differs from this configuration.
-    pub force: bool,
-    /// Redo trials whose grade was an infrastructure error.
-    pub retry_infra: bool,
-    /// Prices for built-in agents.
-    pub pricing: PricingTable,
-    /// Grading settings.
-    pub grading: GradingSettings,
-}
-
-/// What a run reports while it works.
-#[derive(Debug, Clone)]
-pub enum ProgressEvent {
-    /// Preparing a case's workspace.
-    Preparing(String),
-    /// The plan: trials in this shard, already finished, to do now.
-    Planned {
-        /// Trials in this shard.
-        total: usize,
-        /// Already finished.
-        done: usize,
-        /// To run now.
-        pending: usize,
-    },
-    /// A trial started.
-    Started(String),
-    /// A trial finished and was recorded.
-    Finished(Box<ResultRecord>),
-}
-
-/// Receives progress events (a terminal display or log lines).
-pub trait Progress: Send + Sync {
-    /// Called for every event, from any task.
-    fn event(&self, e: ProgressEvent);
-}
-
-/// What a finished run did.
-#[derive(Debug, Clone, Default)]
-pub struct RunSummary {
-    /// Trials in this shard.
-    pub total: usize,
-    /// Trials finished before this invocation.
-    pub resumed: usize,
-    /// Trials run now.
-    pub ran: usize,
-    /// Trials not run because their condition's bundle was refused for their case.
-    pub refused: usize,
-    /// Outcomes of all recorded trials.
-    pub outcomes: BTreeMap<String, usize>,
-    /// Cases this invocation prepared, or checked where they were prepared before.
-    pub cases_ready: usize,
-    /// Seconds spent preparing (or checking prepared) cases before the first trial.
-    pub prepare_secs: f64,
-}
-
-fn lock_of(cfg: &RunConfig, templates: &BTreeMap<String, String>) -> Result<RunLock> {
-    Ok(RunLock {
-        schema_version: RUN_SCHEMA_VERSION,
-        faultline_version: env!("CARGO_PKG_VERSION").into(),
-        agents: cfg
-            .agents
-            .iter()
-            .map(|a| a.info(templates.get(&a.name()).cloned()))
-            .collect(),
-        limits: cfg.limits.clone(),
-        seed: cfg.seed,
-        attempts: cfg.attempts,
-        baseline_attempts: cfg.baseline_attempts,
-        tracks: cfg.tracks.clone(),
-        conditions: cfg.conditions.clone(),
-        providers: cfg
-            .conditions
-            .iter()
-            .filter(|c| c.has_bundle())
-            .map(|c| Ok((c.to_string(), cfg.providers.version(c)?)))
-            .collect::<Result<_>>()?,
-        cases: locked_cases(&cfg.cases)?,
-        pricing: Some(cfg.pricing.table_version.clone()),
-        grading: cfg.grading,
-        shard: cfg.shard.map(|s| s.to_string()),
-        protections: {
-            let mut records = faultline_grade::protections::in_force();
-            if cfg.agents.iter().any(AgentSpec::on_host) {
-                records.push(agents_on_host());
-            }
-            records
-        },
-    })
-}
-
-/// Writes the lock, or checks an existing one; a difference is refused unless `force`.
-fn check_lock(run: &RunDir, lock: &RunLock, force: bool) -> Result<()> {
-    let path = run.lock_path();
-    // A lock that cannot be read is replaced, as one that is missing.
-    if let Ok(Some(existing)) = run.read_lock() {
-        if &existing != lock {
-            let a = serde_json::to_value(&existing)?;
-            let b = serde_json::to_value(lock)?;
-            let changed: Vec<String> = b
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(k, v)| a.get(k.as_str()) != Some(*v))
-                .map(|(k, _)| k.clone())
-                .collect();
-            let changed_cases: Vec<&str> = lock
-                .cases
-                .iter()
-                .filter(|c| {
-                    existing
-                        .cases
-                        .iter()
-                        .any(|e| e.id == c.id && e.sha256 != c.sha256)
-                })
-                .map(|c| c.id.as_str())
-                .collect();
-            let cases_note = if changed_cases.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; the files of {} hash differently than when the run started (a changed \
-                     symptom, context bundle, oracle, labels or case.toml, or a run made before \
-                     the hash covered them all), so trials before and after would not compare",
-                    changed_cases.join(", ")
-                )
-            };
-            if !force {
-                bail!(
-                    "{} was made with a different configuration (changed: {}){cases_note}; \
-                     use another --out directory, or --force to continue with the new one",
-                    path.display(),
-                    changed.join(", ")
-                );
-            }
-            tracing::warn!(
-                "continuing {} under a changed configuration: {}{cases_note}",
-                run.root().display(),
-                changed.join(", ")
-            );
-        } else {
-            return Ok(());
-        }
-    }
-    run.write_lock(lock)?;
-    Ok(())
-}
+pub use crate::config::RunConfig;
+pub use crate::progress::{Progress, ProgressEvent, RunSummary};
 
 struct Shared {
     cfg: RunConfig,
@@ -217,6 +39,7 @@ struct Shared {
     gold: BTreeMap<String, TreeDiff>,
     names_function: BTreeMap<String, bool>,
     bundles: RunBundles,
+    build: BuildState,
     builtins: BTreeMap<String, Arc<BuiltinAgent>>,
     log: Mutex<ResultsLog>,
     /// Why the run stops before its remaining trials: a failure every later trial would meet
@@ -306,16 +129,74 @@ pub async fn run(
         .iter()
         .map(|c| (c.id().to_string(), c.manifest.oracle.kind))
         .collect();
-    let trials = plan(
+    // Each track runs the conditions of its kind: aids on the build track, the others on bugs.
+    let bug_tracks: Vec<Track> = cfg
+        .tracks
+        .iter()
+        .copied()
+        .filter(|t| *t != Track::Build)
+        .collect();
+    let bug_conditions: Vec<Condition> = cfg
+        .conditions
+        .iter()
+        .filter(|c| c.aid().is_none())
+        .cloned()
+        .collect();
+    let aids: Vec<Condition> = cfg
+        .conditions
+        .iter()
+        .filter(|c| c.aid().is_some())
+        .cloned()
+        .collect();
+    // A track none of whose conditions was given is skipped, with a warning when other tracks
+    // run and an error when it is the only one.
+    let run_build = cfg.tracks.contains(&Track::Build) && !aids.is_empty();
+    let run_bugs = !bug_tracks.is_empty() && !bug_conditions.is_empty();
+    if !run_build && !run_bugs {
+        bail!(
+            "no track has a condition of its kind: the build track runs under aids (task, \
+             unit-tests, simulator, simulator-checker, tla), the others under symptom, curated \
+             and the context providers"
+        );
+    }
+    if cfg.tracks.contains(&Track::Build) && !run_build {
+        tracing::warn!(
+            "the build track is skipped: no aid (task, unit-tests, ...) among the conditions"
+        );
+    }
+    if !bug_tracks.is_empty() && !run_bugs {
+        tracing::warn!(
+            "the tracks on bugs are skipped: every condition is an aid of the build track"
+        );
+    }
+    let bug_tracks: Vec<Track> = if run_bugs { bug_tracks } else { Vec::new() };
+    let mut trials = plan(
         &agent_plans,
         &case_list,
-        &cfg.tracks,
-        &cfg.conditions,
+        &bug_tracks,
+        &bug_conditions,
         cfg.attempts,
         cfg.baseline_attempts,
         cfg.seed,
         cfg.shard,
     );
+    if run_build {
+        let tasks: Vec<(String, faultline_schema::OracleKind)> = cfg
+            .build_tasks
+            .iter()
+            .map(|t| (t.id().to_string(), faultline_schema::OracleKind::External))
+            .collect();
+        trials.extend(plan(
+            &agent_plans,
+            &tasks,
+            &[Track::Build],
+            &aids,
+            cfg.attempts,
+            cfg.baseline_attempts,
+            cfg.seed,
+            cfg.shard,
+        ));
+    }
     let is_done = |t: &PlannedTrial| {
         done.get(&t.trial_id)
             .is_some_and(|r| !(cfg.retry_infra && r.outcome == Outcome::InfraError))
@@ -330,7 +211,11 @@ pub async fn run(
     let mut prepared = BTreeMap::new();
     let mut gold = BTreeMap::new();
     let mut names_function = BTreeMap::new();
-    let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.case).collect();
+    let needed: std::collections::BTreeSet<usize> = pending
+        .iter()
+        .filter(|t| t.track != Track::Build)
+        .map(|t| t.case)
+        .collect();
     let cases_ready = needed.len();
     let preparing = std::time::Instant::now();
     for ci in needed {
@@ -362,14 +247,36 @@ pub async fn run(
             run: &run_dir,
         },
         &ready,
-        &cfg.conditions,
+        &bug_conditions,
     )
     .await?;
+    let build_needed: Vec<(usize, faultline_schema::Aid)> = pending
+        .iter()
+        .filter(|t| t.track == Track::Build)
+        .filter_map(|t| Some((t.case, t.condition.aid()?)))
+        .collect();
+    let build_tasks: std::collections::BTreeSet<usize> =
+        build_needed.iter().map(|(task, _)| *task).collect();
+    for task in build_tasks {
+        progress.event(ProgressEvent::Preparing(cfg.build_tasks[task].id().into()));
+    }
+    let build = {
+        let (tasks, aids, data, schedules) = (
+            cfg.build_tasks.clone(),
+            cfg.build_aids.clone(),
+            data.clone(),
+            cfg.build_schedules,
+        );
+        tokio::task::spawn_blocking(move || {
+            BuildState::prepare(tasks, &build_needed, aids, &data, schedules)
+        })
+        .await??
+    };
     let prepare_secs = preparing.elapsed().as_secs_f64();
     let before_bundles = pending.len();
     let pending: Vec<PlannedTrial> = pending
         .into_iter()
-        .filter(|t| bundles.allows(cfg.cases[t.case].id(), &t.condition))
+        .filter(|t| t.track == Track::Build || bundles.allows(cfg.cases[t.case].id(), &t.condition))
         .collect();
     let refused = before_bundles - pending.len();
     for c in &cfg.cases {
@@ -386,6 +293,7 @@ pub async fn run(
         gold,
         names_function,
         bundles,
+        build,
         builtins,
         log: Mutex::new(log),
         stopped: std::sync::Mutex::new(None),
@@ -440,7 +348,10 @@ pub async fn run(
     })
 }
 
-async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
+async fn run_trial(s: &Arc<Shared>, t: &PlannedTrial) -> Result<ResultRecord> {
+    if t.track == Track::Build {
+        return run_build_trial(s, t).await;
+    }
     let cfg = &s.cfg;
     let case = &cfg.cases[t.case];
     let agent = &cfg.agents[t.agent];
@@ -570,5 +481,116 @@ async fn run_trial(s: &Shared, t: &PlannedTrial) -> Result<ResultRecord> {
         &trajectory,
         &grade,
         s.names_function[case.id()],
+    ))
+}
+
+/// One build trial: the agent (or baseline) submits `src/`, graded on the task's hidden
+/// schedules off the runtime's threads.
+async fn run_build_trial(s: &Arc<Shared>, t: &PlannedTrial) -> Result<ResultRecord> {
+    let cfg = &s.cfg;
+    let build_task = &s.build.tasks[t.case];
+    let agent = &cfg.agents[t.agent];
+    let dir = RunDir::new(&cfg.out).trial(&t.trial_id);
+    dir.reset()?;
+    let aid = t
+        .condition
+        .aid()
+        .context("a build trial's condition is an aid")?;
+    let task = Task {
+        schema_version: TASK_SCHEMA_VERSION,
+        trial_id: t.trial_id.clone(),
+        case_id: build_task.id().into(),
+        track: t.track,
+        condition: t.condition.clone(),
+        attempt: t.attempt,
+        seed: t.seed,
+        crate_name: build_task.spec.package.clone(),
+        bundle_files: build::bundle_names(&s.build, aid)?,
+        limits: cfg.limits.clone(),
+    };
+    dir.write_task(&task)?;
+    let traj_path = dir.trajectory_path();
+    let outcome = match agent {
+        AgentSpec::Baseline(b) => {
+            let patch = match b {
+                faultline_agent::Baseline::Gold => build_task.reference_patch()?,
+                _ => String::new(),
+            };
+            let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
+            rec.finish(ExitStatus::Submitted, None, None)?;
+            Ok(TrialResult {
+                submission: Submission::Patch(patch),
+                trajectory: rec.trajectory,
+                infra_failure: None,
+            })
+        }
+        AgentSpec::Builtin { .. } | AgentSpec::External(_) => {
+            match build::trial_env(&s.build, t, task.clone(), &s.data, &s.toolchain)? {
+                Ok(env) => {
+                    let external = match agent {
+                        AgentSpec::External(e) => Some(e),
+                        _ => None,
+                    };
+                    let builtin = s.builtins.get(&agent.name()).map(|a| a.as_ref());
+                    Ok(build::run_agent(env, builtin, external, &dir, traj_path.clone()).await?)
+                }
+                Err(EnvError::Unavailable(e)) => Err(e),
+                Err(EnvError::Harness(e)) => return Err(e),
+            }
+        }
+    };
+    let (trajectory, grade) = match outcome {
+        Ok(TrialResult {
+            trajectory,
+            infra_failure: Some(why),
+            ..
+        }) => {
+            dir.write_trajectory(&trajectory)?;
+            if why.contains(faultline_model::TOOLS_REFUSED) {
+                s.stop(&why);
+            }
+            let why = format!("the model API failed: {why}");
+            (trajectory, build::infra_grade(&s.build, t, &why)?)
+        }
+        Ok(TrialResult {
+            submission,
+            trajectory,
+            infra_failure: None,
+        }) => {
+            dir.write_trajectory(&trajectory)?;
+            dir.write_submission(&submission)?;
+            let (shared, trial) = (s.clone(), t.clone());
+            let (grade, report) = tokio::task::spawn_blocking(move || {
+                build::grade(&shared.build, &trial, &submission, &shared.data)
+            })
+            .await??;
+            if let Some(report) = report {
+                faultline_build::runner::write_json(
+                    &report,
+                    &dir.path().join(build::BUILD_REPORT_FILE),
+                )?;
+            }
+            (trajectory, grade)
+        }
+        Err(e) => {
+            let mut rec = Recorder::new(&task, agent.info(None), Some(traj_path.clone()));
+            rec.finish(ExitStatus::SandboxError, None, Some(format!("{e:#}")))?;
+            (
+                rec.trajectory,
+                build::infra_grade(&s.build, t, &format!("{e:#}"))?,
+            )
+        }
+    };
+    let mut grade = grade;
+    if agent.on_host() {
+        grade.protections.push(agents_on_host());
+    }
+    dir.write_grade(&grade)?;
+    Ok(build::record(
+        build_task,
+        t,
+        &agent.name(),
+        &trajectory,
+        &grade,
     ))
 }

@@ -8,7 +8,8 @@ use std::fmt;
 
 /// One condition: `symptom` (the baseline), or the name of the context provider that wrote the
 /// bundle the agent is shown (`curated`, `irrelevant`, `static`, `model:NAME`, or an external
-/// provider's name).
+/// provider's name); on the build track, an [`Aid`] (`task`, `unit-tests`, `simulator`,
+/// `simulator-checker`, `tla`), names no provider may take.
 ///
 /// Names are lowercase ASCII letters, digits, `-`, `_` and one `:` after `model`, so a name is
 /// safe as a path component, in tables, CSV files and R formulas. `context`, the name of the
@@ -31,6 +32,56 @@ pub enum ConditionKind<'a> {
     Model(&'a str),
     /// A user's provider, declared by name with its program.
     External(&'a str),
+    /// An aid of the build track (the agent writes code; nothing is diagnosed).
+    Aid(Aid),
+}
+
+/// What an agent on the build track is given besides the task's text: the factor of that
+/// track's experiment (does a simulator help more than unit tests?).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Aid {
+    /// The task's text and the node API alone.
+    Task,
+    /// Plus unit tests of the API's happy path on a fault-free in-memory cluster.
+    UnitTests,
+    /// Plus the deterministic simulator with fault injection (no linearizability check).
+    Simulator,
+    /// Plus the simulator and the linearizability checker.
+    SimulatorChecker,
+    /// Plus a TLA+ model of the protocol, as text.
+    Tla,
+}
+
+impl Aid {
+    /// Every aid, from least to most given.
+    pub const ALL: [Aid; 5] = [
+        Aid::Task,
+        Aid::UnitTests,
+        Aid::Simulator,
+        Aid::SimulatorChecker,
+        Aid::Tla,
+    ];
+
+    /// The condition's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aid::Task => "task",
+            Aid::UnitTests => "unit-tests",
+            Aid::Simulator => "simulator",
+            Aid::SimulatorChecker => "simulator-checker",
+            Aid::Tla => "tla",
+        }
+    }
+
+    /// Whether the agent's workspace links the simulator.
+    pub fn has_simulator(self) -> bool {
+        matches!(self, Aid::Simulator | Aid::SimulatorChecker)
+    }
+
+    /// The condition naming this aid.
+    pub fn condition(self) -> Condition {
+        Condition(self.as_str().to_string())
+    }
 }
 
 /// The old name of `curated`, accepted on input.
@@ -99,14 +150,32 @@ impl Condition {
             Condition::STATIC => ConditionKind::Static,
             other => match other.strip_prefix(Condition::MODEL_PREFIX) {
                 Some(model) => ConditionKind::Model(model),
-                None => ConditionKind::External(other),
+                None => match Aid::ALL.into_iter().find(|a| a.as_str() == other) {
+                    Some(aid) => ConditionKind::Aid(aid),
+                    None => ConditionKind::External(other),
+                },
             },
         }
     }
 
-    /// Whether the agent is shown a bundle in this condition.
+    /// Whether the agent is shown a context provider's bundle in this condition (the aids of
+    /// the build track are no provider's).
     pub fn has_bundle(&self) -> bool {
-        self.kind() != ConditionKind::Symptom
+        !matches!(self.kind(), ConditionKind::Symptom | ConditionKind::Aid(_))
+    }
+
+    /// The build track's aid this names, if it names one.
+    pub fn aid(&self) -> Option<Aid> {
+        match self.kind() {
+            ConditionKind::Aid(aid) => Some(aid),
+            _ => None,
+        }
+    }
+
+    /// Whether this condition belongs to `track`: the aids to the build track, every other
+    /// condition to the tracks on bugs.
+    pub fn applies_to(&self, track: crate::Track) -> bool {
+        (track == crate::Track::Build) == self.aid().is_some()
     }
 
     /// The name.
@@ -187,6 +256,14 @@ mod tests {
         assert_eq!(kind("my-tool").kind(), ConditionKind::External("my-tool"));
         assert!(!Condition::symptom().has_bundle());
         assert!(kind("my-tool").has_bundle());
+        assert_eq!(kind("simulator").kind(), ConditionKind::Aid(Aid::Simulator));
+        assert!(!kind("unit-tests").has_bundle());
+        for aid in Aid::ALL {
+            assert_eq!(aid.condition().aid(), Some(aid));
+            assert!(aid.condition().applies_to(crate::Track::Build));
+            assert!(!aid.condition().applies_to(crate::Track::Repair));
+        }
+        assert!(!Condition::symptom().applies_to(crate::Track::Build));
     }
 
     #[test]

@@ -238,7 +238,8 @@ pub struct Grade {
     /// A one-line reason, for humans.
     pub reason: String,
     /// The headline number of the track: 1/0 for repair and reproduction, budgeted coverage for
-    /// diagnosis; absent for infrastructure errors.
+    /// diagnosis, the share of hidden schedules passed for a build; absent for infrastructure
+    /// errors.
     pub score: Option<f64>,
     /// Diagnosis scores.
     pub diagnosis: Option<DiagnosisScores>,
@@ -246,6 +247,9 @@ pub struct Grade {
     pub repair: Option<RepairDetails>,
     /// Reproduction details.
     pub reproduction: Option<ReproductionDetails>,
+    /// Build-track scores (absent on the other tracks and in grades made before the track).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::BuildScores>,
     /// What was graded.
     pub inputs: GradeInputs,
     /// When (RFC 3339).

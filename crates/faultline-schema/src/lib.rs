@@ -5,6 +5,7 @@
 //! network; the only I/O is reading and atomically writing these files ([`io`]), laid out in a
 //! run directory as [`rundir`] says.
 
+pub mod build;
 pub mod bundle;
 pub mod case;
 pub mod condition;
@@ -23,12 +24,13 @@ pub mod task;
 pub mod trajectory;
 pub mod validation;
 
+pub use build::BuildScores;
 pub use bundle::{BundleRecord, BundleStatus};
 pub use case::{
     CaseManifest, CaseParseError, Category, DecoyClass, DecoySpec, LabeledBlock, OracleKind,
     OracleSpec, Pin, Reasoning, RegressionSpec, RegressionTarget, Scenario, Source,
 };
-pub use condition::{Condition, ConditionKind};
+pub use condition::{Aid, Condition, ConditionKind};
 pub use diagnosis::{DiagnosedBlock, Diagnosis};
 pub use grade::{Grade, Outcome};
 pub use protection::{ProtectionRecord, ProtectionState};

@@ -47,6 +47,9 @@ pub struct Report {
     pub cells: Vec<Cell>,
     /// The check of an unpacked archive: its grades against a fresh re-grading.
     pub regrade: Option<RegradeCheck>,
+    /// The build track, per agent, task and aid (empty without the track).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build: Vec<BuildCell>,
 }
 
 /// What the run was, from `lock.json` and `results.jsonl`.
@@ -388,6 +391,26 @@ pub struct Cell {
     pub attempts: usize,
     /// Mean over the scored attempts; absent when every attempt was an infrastructure error.
     pub mean: Option<f64>,
+}
+
+/// One agent's builds of one task under one aid: how much of the hidden schedules they passed,
+/// and which catalogued bugs their failures looked like (the kinds of bug the aid let through).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BuildCell {
+    /// The agent configuration.
+    pub agent: String,
+    /// The build task.
+    pub task: String,
+    /// The aid (the trial's condition).
+    pub aid: Condition,
+    /// Scored trials.
+    pub trials: usize,
+    /// Mean share of hidden schedules passed; absent when no trial was scored.
+    pub mean_share: Option<f64>,
+    /// Schedules whose history was not linearizable, over all trials.
+    pub linearizability_violations: usize,
+    /// Catalogued buggy variants, with the number of trials that failed like each.
+    pub survived: std::collections::BTreeMap<String, usize>,
 }
 
 /// The grades of an unpacked archive against a fresh re-grading of its submissions.

@@ -98,6 +98,7 @@ mod tests {
 
     fn record(trial_id: &str) -> ResultRecord {
         ResultRecord {
+            build: None,
             schema_version: crate::run::RUN_SCHEMA_VERSION,
             trial_id: trial_id.into(),
             case_id: "c".into(),

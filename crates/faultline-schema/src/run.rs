@@ -109,6 +109,12 @@ pub struct RunLock {
     pub providers: std::collections::BTreeMap<String, String>,
     /// The cases, with hashes.
     pub cases: Vec<LockedCase>,
+    /// The build track's tasks, with hashes (empty without the track).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_tasks: Vec<LockedCase>,
+    /// How many of each task's hidden schedules are graded, when not all (a quick run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_schedules: Option<usize>,
     /// The pricing table's version (built-in agents).
     pub pricing: Option<String>,
     /// Grading settings: robustness seeds and reproduction runs. Locks written before they were
@@ -123,7 +129,9 @@ pub struct RunLock {
     pub protections: Vec<ProtectionRecord>,
 }
 
-/// One finished trial: everything the statistics need without opening other files.
+/// One finished trial: everything the statistics need without opening other files. On the build
+/// track, `case_id` is the task's id, `system` is `build`, and the category and tier are the
+/// task's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResultRecord {
     /// Format version; 1.
@@ -155,6 +163,9 @@ pub struct ResultRecord {
     /// The track's headline score (absent for infrastructure errors); for diagnosis, the
     /// budgeted coverage.
     pub score: Option<f64>,
+    /// Build-track scores (build track only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::BuildScores>,
     /// DistDebug's block coverage, without the line budget (diagnosis only; absent in lines
     /// written before it was recorded, whose `score` is this block coverage).
     #[serde(default)]
@@ -198,6 +209,8 @@ mod tests {
             conditions: vec![Condition::symptom()],
             providers: Default::default(),
             cases: Vec::new(),
+            build_tasks: Vec::new(),
+            build_schedules: None,
             pricing: None,
             grading: GradingSettings {
                 robustness_seeds: 2,

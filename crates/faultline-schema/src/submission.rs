@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The diagnose track's submission.
 pub const DIAGNOSIS_FILE: &str = "diagnosis.json";
-/// The repair track's submission.
+/// The repair and build tracks' submission.
 pub const PATCH_FILE: &str = "patch.diff";
 /// The reproduce track's submission.
 pub const REPRODUCER_FILE: &str = "reproducer.rs";
@@ -18,7 +18,7 @@ pub const SUBMISSION_FILES: [&str; 3] = [DIAGNOSIS_FILE, PATCH_FILE, REPRODUCER_
 pub fn submission_file(track: Track) -> &'static str {
     match track {
         Track::Diagnose => DIAGNOSIS_FILE,
-        Track::Repair => PATCH_FILE,
+        Track::Repair | Track::Build => PATCH_FILE,
         Track::Reproduce => REPRODUCER_FILE,
     }
 }
@@ -28,7 +28,8 @@ pub fn submission_file(track: Track) -> &'static str {
 pub enum Submission {
     /// The text of `diagnosis.json`.
     Diagnosis(String),
-    /// A unified diff against the buggy crate.
+    /// A unified diff against the buggy crate; on the build track, against the task's skeleton
+    /// (only its `src/` is graded).
     Patch(String),
     /// One integration-test file.
     Reproducer(String),
@@ -41,7 +42,7 @@ impl Submission {
     pub fn of(track: Track, text: String) -> Submission {
         match track {
             Track::Diagnose => Submission::Diagnosis(text),
-            Track::Repair => Submission::Patch(text),
+            Track::Repair | Track::Build => Submission::Patch(text),
             Track::Reproduce => Submission::Reproducer(text),
         }
     }

@@ -22,11 +22,20 @@ pub enum Track {
     Repair,
     /// Write a test that fails on the buggy version and passes on the fixed one.
     Reproduce,
+    /// Implement a protocol from a task's text; graded on hidden fault schedules.
+    Build,
 }
 
 impl Track {
     /// Every track.
-    pub const ALL: [Track; 3] = [Track::Diagnose, Track::Repair, Track::Reproduce];
+    pub const ALL: [Track; 4] = [
+        Track::Diagnose,
+        Track::Repair,
+        Track::Reproduce,
+        Track::Build,
+    ];
+    /// The tracks on a case's bug.
+    pub const BUGS: [Track; 3] = [Track::Diagnose, Track::Repair, Track::Reproduce];
 
     /// The snake_case name.
     pub fn as_str(self) -> &'static str {
@@ -34,6 +43,7 @@ impl Track {
             Track::Diagnose => "diagnose",
             Track::Repair => "repair",
             Track::Reproduce => "reproduce",
+            Track::Build => "build",
         }
     }
 }
@@ -51,7 +61,9 @@ impl std::str::FromStr for Track {
         Track::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown track `{s}`; expected diagnose, repair or reproduce"))
+            .ok_or_else(|| {
+                format!("unknown track `{s}`; expected diagnose, repair, reproduce or build")
+            })
     }
 }
 

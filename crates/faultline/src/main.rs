@@ -5,6 +5,7 @@ mod cases;
 mod measure;
 mod providers;
 mod report;
+mod results;
 mod run;
 mod tools;
 
@@ -129,16 +130,16 @@ enum Command {
     /// baselines on the smoke suite].
     Run(Box<run::RunArgs>),
     /// Merge the directories of a sharded run.
-    Merge(run::MergeArgs),
+    Merge(results::MergeArgs),
     /// Grade a run again from its stored submissions, without running any agent.
-    Grade(run::GradeArgs),
+    Grade(results::GradeArgs),
     /// Statistics and reports of a run (terminal, Markdown, JSON, one HTML file); an archive
     /// made by `faultline pack` is unpacked and graded again first.
     Report(report::ReportArgs),
     /// Write a run's results, lock, trajectories, submissions and grades as one .tar.gz.
     Pack(report::PackArgs),
     /// Grade patches from a SWE-bench-style predictions file.
-    Import(run::ImportArgs),
+    Import(results::ImportArgs),
     /// Prepare a case's offline workspace (sources, vendored dependencies, warm build cache).
     Prepare(cases::PrepareArgs),
     /// Open a shell in the sandbox an agent gets for a case (a fresh copy of its workspace).
@@ -237,11 +238,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cases { command } => runtime.block_on(cases::run(&ctx, command)),
         Command::Prepare(args) => runtime.block_on(cases::prepare(&ctx, args)),
         Command::Run(args) => runtime.block_on(run::run(&ctx, *args)),
-        Command::Merge(args) => run::merge(&ctx, args),
-        Command::Grade(args) => runtime.block_on(run::grade(&ctx, args)),
+        Command::Merge(args) => results::merge(&ctx, args),
+        Command::Grade(args) => runtime.block_on(results::grade(&ctx, args)),
         Command::Report(args) => runtime.block_on(report::report(&ctx, args)),
         Command::Pack(args) => report::pack(args),
-        Command::Import(args) => runtime.block_on(run::import(&ctx, args)),
+        Command::Import(args) => runtime.block_on(results::import(&ctx, args)),
         Command::Shell(args) => runtime.block_on(tools::shell(&ctx, args)),
         Command::Export(args) => tools::export(args),
         Command::Bench { command } => runtime.block_on(bench::run(&ctx, command)),

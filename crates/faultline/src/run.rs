@@ -1,4 +1,4 @@
-//! `faultline run`, `merge`, `grade` and `import`.
+//! `faultline run`, and the reports a run directory gets.
 
 use crate::Env;
 use crate::cases::Filter;
@@ -10,6 +10,7 @@ use faultline_corpus::Corpus;
 use faultline_model::{
     DEFAULT_ATTEMPT_TIMEOUT, ModelClient, ModelConfig, PricingTable, Protocol, RetryPolicy,
 };
+use faultline_run::build::BuildTask;
 use faultline_run::progress::ProgressStats;
 use faultline_run::{AgentSpec, Progress, ProgressEvent, RunConfig, Shard};
 use faultline_sandbox::Toolchain;
@@ -95,18 +96,29 @@ pub struct RunArgs {
     /// Pricing table (TOML) [default: built in].
     #[arg(long)]
     pricing: Option<PathBuf>,
-    /// Tracks, comma-separated.
+    /// Tracks, comma-separated: diagnose, repair and reproduce on the cases' bugs; build on the
+    /// build tasks (an agent implements a protocol, graded on hidden fault schedules).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "diagnose,repair,reproduce"
+        default_value = "diagnose,repair,reproduce,build"
     )]
     tracks: Vec<Track>,
+    /// Build tasks, comma-separated ids (`raft-kv`, `flex-kv`) [default: every task in the
+    /// corpus's `build/`].
+    #[arg(long, value_delimiter = ',')]
+    tasks: Vec<String>,
+    /// Hidden schedules graded per build task [default: all] (fewer for a quick look; the run's
+    /// lock records it).
+    #[arg(long)]
+    build_schedules: Option<usize>,
     /// Conditions, comma-separated: `symptom` (the baseline), `curated` (the case's bundle; also
     /// read as `context`), `irrelevant` (another case's bundle of the same system), `static`
     /// (the static-analysis provider), `model:NAME` (a model writes the bundle; on --base-url and
-    /// --protocol as model agents), or an external provider's name (see --provider).
-    #[arg(long, value_delimiter = ',', default_value = "symptom,curated")]
+    /// --protocol as model agents), or an external provider's name (see --provider). The build
+    /// track's conditions are its aids: `task` (the text alone), `unit-tests`, `simulator`,
+    /// `simulator-checker` and `tla`; each track runs the conditions of its kind.
+    #[arg(long, value_delimiter = ',', default_value = "symptom,curated,task")]
     conditions: Vec<Condition>,
     /// An external context provider, NAME=PROGRAM: its condition's name and an executable that
     /// writes 1 to 3 Markdown files (docs/providers.md). Repeatable.
@@ -270,6 +282,21 @@ fn model_config(args: &RunArgs, protocol: Protocol, name: &str) -> Result<ModelC
     Ok(model)
 }
 
+/// The build tasks named (all when none is), an unknown name an error that lists them.
+fn select_tasks(all: Vec<BuildTask>, named: &[String]) -> Result<Vec<BuildTask>> {
+    if let Some(unknown) = named.iter().find(|n| !all.iter().any(|t| t.id() == *n)) {
+        let known: Vec<&str> = all.iter().map(BuildTask::id).collect();
+        bail!(
+            "no build task `{unknown}`; the corpus has {}",
+            known.join(", ")
+        );
+    }
+    Ok(all
+        .into_iter()
+        .filter(|t| named.is_empty() || named.iter().any(|n| n == t.id()))
+        .collect())
+}
+
 pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
     let corpus = env.corpus()?;
     let patterns = match (&args.suite, args.all, args.cases.is_empty()) {
@@ -329,6 +356,13 @@ pub async fn run(env: &Env, args: RunArgs) -> Result<ExitCode> {
             robustness_seeds: args.robustness_seeds,
             reproduction_k: args.reproduction_k,
         },
+        build_tasks: if args.tracks.contains(&Track::Build) {
+            select_tasks(BuildTask::all(&corpus.root.join("build"))?, &args.tasks)?
+        } else {
+            Vec::new()
+        },
+        build_aids: corpus.root.join("build").join("aids"),
+        build_schedules: args.build_schedules,
     };
     faultline_sandbox::check_available().await?;
     let toolchain = Toolchain::detect()?;
@@ -509,90 +543,4 @@ impl Progress for ConsoleProgress {
             }
         }
     }
-}
-
-#[derive(Args)]
-pub struct MergeArgs {
-    /// The shard directories.
-    #[arg(required = true)]
-    shards: Vec<PathBuf>,
-    /// The merged run directory.
-    #[arg(long)]
-    out: PathBuf,
-}
-
-pub fn merge(env: &Env, args: MergeArgs) -> Result<ExitCode> {
-    let dirs: Vec<&Path> = args.shards.iter().map(PathBuf::as_path).collect();
-    let n = faultline_run::merge::merge(&dirs, &args.out)?;
-    eprintln!("merged {n} trials into {}", args.out.display());
-    write_reports(env, &env.corpus()?, &args.out)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-#[derive(Args)]
-pub struct GradeArgs {
-    /// The run directory.
-    run: PathBuf,
-    /// Grade again even when a cached grade of the same submission exists.
-    #[arg(long)]
-    no_cache: bool,
-    /// Further seeds a repair must pass on seeded oracles.
-    #[arg(long, default_value_t = 5)]
-    robustness_seeds: u32,
-    /// Runs per version when grading reproducers.
-    #[arg(long, default_value_t = 3)]
-    reproduction_k: u32,
-}
-
-pub async fn grade(env: &Env, args: GradeArgs) -> Result<ExitCode> {
-    let corpus = env.corpus()?;
-    faultline_sandbox::check_available().await?;
-    let toolchain = Toolchain::detect()?;
-    let opts = GradingSettings {
-        robustness_seeds: args.robustness_seeds,
-        reproduction_k: args.reproduction_k,
-    };
-    let n = faultline_run::regrade::regrade(
-        &args.run,
-        &corpus,
-        &env.data,
-        &toolchain,
-        &opts,
-        !args.no_cache,
-    )
-    .await?;
-    eprintln!("re-graded {n} trials in {}", args.run.display());
-    write_reports(env, &corpus, &args.run)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-#[derive(Args)]
-pub struct ImportArgs {
-    /// A SWE-bench predictions file (JSONL: instance_id, model_name_or_path, model_patch; optional
-    /// faultline fields condition and attempt).
-    predictions: PathBuf,
-    /// The run directory to create.
-    #[arg(long)]
-    out: PathBuf,
-}
-
-pub async fn import(env: &Env, args: ImportArgs) -> Result<ExitCode> {
-    let corpus = env.corpus()?;
-    faultline_sandbox::check_available().await?;
-    let toolchain = Toolchain::detect()?;
-    let n = faultline_run::regrade::import_predictions(
-        &args.predictions,
-        &args.out,
-        &corpus,
-        &env.data,
-        &toolchain,
-        &GradingSettings::default(),
-    )
-    .await?;
-    eprintln!(
-        "imported and graded {n} predictions into {}",
-        args.out.display()
-    );
-    write_reports(env, &corpus, &args.out)?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 
 /// The names scratch directories start with; nothing else in the scratch space is swept.
-const PREFIXES: [&str; 4] = ["trial-", "bench-", "generator-", "provider-"];
+const PREFIXES: [&str; 5] = ["trial-", "bench-", "generator-", "provider-", "build-"];
 
 /// The scratch space's own lock: shared while a directory is made and locked, exclusive while
 /// the sweep runs.
@@ -36,7 +36,8 @@ impl ScratchDir {
 }
 
 impl DataDir {
-    /// A new private directory in the scratch space; `kind` is `trial`, `bench`, `generator` or `provider`.
+    /// A new private directory in the scratch space; `kind` is `trial`, `bench`, `generator`,
+    /// `provider` or `build` (a build-track submission being graded).
     pub fn scratch_dir(&self, kind: &str) -> Result<ScratchDir> {
         let prefix = format!("{kind}-");
         debug_assert!(PREFIXES.contains(&prefix.as_str()), "unknown kind {kind}");

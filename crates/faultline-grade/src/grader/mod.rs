@@ -50,6 +50,9 @@ pub async fn grade(
         Track::Diagnose => grade_diagnosis(ctx, trial_id, text),
         Track::Repair => grade_repair(ctx, trial_id, text, settings).await,
         Track::Reproduce => grade_reproduction(ctx, trial_id, text, settings).await,
+        Track::Build => anyhow::bail!(
+            "{trial_id}: a build is graded on its task's hidden schedules, not by a case's oracle"
+        ),
     }
 }
 
@@ -96,6 +99,7 @@ fn new_grade(case: &Case, trial_id: &str, track: Track, submission: Option<&str>
         diagnosis: None,
         repair: None,
         reproduction: None,
+        build: None,
         inputs: GradeInputs {
             submission_sha256: submission
                 .map(|s| hex::encode(Sha256::digest(s.as_bytes())))

@@ -1,4 +1,5 @@
 //! Helpers shared by the tests that drive the real binary on the fixture corpus.
+#![allow(dead_code)] // Each test binary uses its own share of these helpers.
 
 use faultline_schema::ResultRecord;
 use faultline_testkit::fixture_corpus;

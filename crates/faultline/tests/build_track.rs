@@ -1,0 +1,136 @@
+//! The build track through the real binary on the repository's own build tasks: a model agent
+//! (a scripted model server on loopback) that writes the task's reference into its sandboxed
+//! workspace passes, the `null` baseline (the skeleton) fails, and the records and the grade
+//! carry the build scores. Real sandbox, real builds, real hidden schedules (the first few).
+
+mod common;
+
+use common::{faultline_on, records};
+use faultline_schema::{Outcome, Track};
+use faultline_scripted::{Script, ScriptedServer, Step};
+use std::path::{Path, PathBuf};
+
+/// Hidden schedules graded per task here: enough to tell the reference from the skeleton.
+const SCHEDULES: &str = "3";
+
+fn repository_corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
+}
+
+fn call(command: String) -> Step {
+    Step::ToolCall {
+        command,
+        text: None,
+        id: None,
+        raw_arguments: None,
+        usage: None,
+    }
+}
+
+/// The commands that write every file of `dir` under `src/` with a here-document, as an agent
+/// would, then build and submit.
+fn writing_steps(dir: &Path) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut files: Vec<PathBuf> = walk(dir);
+    files.sort();
+    for file in files {
+        let rel = file
+            .strip_prefix(dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("FAULTLINE_EOF"));
+        steps.push(call(format!(
+            "mkdir -p \"$(dirname src/{rel})\" && cat > src/{rel} <<'FAULTLINE_EOF'\n{text}FAULTLINE_EOF"
+        )));
+    }
+    steps.push(call("cargo build --offline 2>&1 | tail -3".into()));
+    steps.push(call("echo FAULTLINE_SUBMIT".into()));
+    steps
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn an_agent_that_writes_the_reference_passes_and_the_skeleton_fails() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let corpus = repository_corpus();
+    let steps = writing_steps(&corpus.join("build/raft-kv/reference/src"));
+    let server = runtime
+        .block_on(ScriptedServer::start(Script::new(steps)))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, run) = (tmp.path().join("data"), tmp.path().join("run"));
+    let out = faultline_on(&corpus, &data)
+        .args(["run", "--tracks", "build", "--conditions", "task"])
+        .args(["--build-schedules", SCHEDULES])
+        .args([
+            "--agent",
+            "baseline:null",
+            "--agent",
+            "model:scripted-model",
+        ])
+        .args(["--base-url", &server.openai_base_url(), "--cost", "0"])
+        .args(["--attempts", "1", "--workers", "1"])
+        .args(["--tasks", "raft-kv"])
+        .arg("--out")
+        .arg(&run)
+        .env_remove("FAULTLINE_MODEL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let recorded = records(&run);
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    for r in &recorded {
+        assert_eq!(r.track, Track::Build);
+        assert_eq!(r.case_id, "raft-kv");
+        assert_eq!(r.condition.as_str(), "task");
+        let build = r.build.as_ref().expect("build scores");
+        assert_eq!(build.total, 3);
+    }
+    let agent = recorded
+        .iter()
+        .find(|r| r.agent == "scripted-model")
+        .expect("the model agent's record");
+    assert_eq!(agent.outcome, Outcome::Pass, "{agent:?}");
+    assert_eq!(agent.score, Some(1.0));
+    let null = recorded.iter().find(|r| r.agent == "null").unwrap();
+    assert_eq!(null.outcome, Outcome::FailOracle);
+    assert_eq!(null.score, Some(0.0));
+    assert_eq!(
+        null.build.as_ref().unwrap().failures.get("liveness"),
+        Some(&3),
+        "the skeleton answers nothing"
+    );
+    // The agent's submission is its sources only, as a patch of the skeleton.
+    let patch =
+        std::fs::read_to_string(run.join("trials/scripted-model/raft-kv/build/task/1/patch.diff"))
+            .unwrap();
+    assert!(patch.contains("+++ b/src/lib.rs"), "{patch}");
+    assert!(!patch.contains("Cargo.toml") && !patch.contains("target/"));
+    let report = std::fs::read_to_string(
+        run.join("trials/scripted-model/raft-kv/build/task/1/build-report.json"),
+    )
+    .unwrap();
+    assert!(report.contains("\"share_passed\": 1.0"), "{report}");
+    // The agent's own build ran in its sandbox against the harness's view.
+    let requests = server.requests();
+    assert!(requests.len() >= 3, "{}", requests.len());
+}
