@@ -69,12 +69,13 @@ fn listing(t: &Trial, dir: &str) -> Vec<String> {
         .collect()
 }
 
-/// Copies the reference's sources over the trial's `src/`.
+/// Copies the reference's sources over the trial's `src/`, as new files (the trials share a
+/// build directory, where cargo would take sources older than its last build as built).
 fn submit_reference(t: &Trial) {
     let src = t.workspace.path().join("src");
     std::fs::remove_dir_all(&src).unwrap();
     let status = std::process::Command::new("cp")
-        .arg("-a")
+        .arg("-r")
         .arg(task_dir().join("reference/src"))
         .arg(&src)
         .status()
@@ -147,10 +148,14 @@ fn the_api_alone_builds_the_reference_and_a_withheld_simulator_cannot_be_enabled
     // Attack: the agent switches the simulator on in its own manifest.
     let out = run(
         &t,
-        "sed -i 's|^faultline-sim = .*|faultline-sim = { path = \"/harness/crates/faultline-sim\", features = [\"checker\"] }|' \
-         Cargo.toml && grep faultline-sim Cargo.toml && cargo build --offline 2>&1",
+        "sed -i '/^\\[dependencies.faultline-sim\\]/a features = [\"checker\"]' Cargo.toml && \
+         grep -A2 'dependencies.faultline-sim' Cargo.toml && cargo build --offline 2>&1",
     );
-    assert!(out.stdout.text.contains("features"), "{}", out.stdout.text);
+    assert!(
+        out.stdout.text.contains("features = [\"checker\"]"),
+        "the attack did not edit the manifest: {}",
+        out.stdout.text
+    );
     assert!(
         !out.success(),
         "a withheld simulator was built: {}",
@@ -181,5 +186,9 @@ fn the_unit_tests_pass_on_the_reference_and_fail_on_the_skeleton() {
     submit_reference(&reference);
     let out = run(&reference, "cargo test --offline 2>&1");
     assert!(out.success(), "{}", out.stdout.text);
-    assert!(out.stdout.text.contains("5 passed"), "{}", out.stdout.text);
+    assert!(
+        out.stdout.text.contains("test a_put_is_read_back ... ok"),
+        "{}",
+        out.stdout.text
+    );
 }

@@ -125,8 +125,8 @@ fn start() -> Cluster {
 }
 
 impl Cluster {
-    /// Sends `op` as the next request, retrying on the named leader or the next server, and
-    /// returns the first answer that is not a redirection.
+    /// Sends `op` as the next request, retrying on the named leader or, after a pause, the next
+    /// server, and returns the first answer that is not a redirection.
     async fn call(&mut self, op: KvOp) -> ClientReply {
         self.seq += 1;
         let request = ClientRequest {
@@ -154,6 +154,8 @@ impl Cluster {
                     leader: Some(leader),
                 })) if (leader as usize) < self.inboxes.len() => server = leader as usize,
                 Ok(Some(ClientReply::NotLeader { .. })) | Ok(None) | Err(_) => {
+                    // No leader known yet: give the cluster time to elect one.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     server = (server + 1) % self.inboxes.len();
                 }
                 Ok(Some(reply)) => return reply,
