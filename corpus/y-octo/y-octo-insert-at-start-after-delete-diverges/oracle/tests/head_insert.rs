@@ -80,11 +80,17 @@ fn send(docs: &mut [Doc], from: usize, to: usize) {
 }
 
 fn insert(doc: &Doc, index: u64, s: &str) {
-    doc.get_or_create_text(TEXT).expect("text").insert(index, s).expect("insert");
+    doc.get_or_create_text(TEXT)
+        .expect("text")
+        .insert(index, s)
+        .expect("insert");
 }
 
 fn remove(doc: &Doc, index: u64, len: u64) {
-    doc.get_or_create_text(TEXT).expect("text").remove(index, len).expect("remove");
+    doc.get_or_create_text(TEXT)
+        .expect("text")
+        .remove(index, len)
+        .expect("remove");
 }
 
 /// Runs one plan and checks the property.
@@ -92,7 +98,10 @@ pub fn run(plan: &Plan) -> Trace {
     let mut t = Trace::default();
     let mut docs: Vec<Doc> = plan.clients.iter().map(|&c| Doc::with_client(c)).collect();
     let step = |t: &mut Trace, docs: &[Doc], what: String| {
-        t.steps.push(Step { what, texts: docs.iter().map(text).collect() });
+        t.steps.push(Step {
+            what,
+            texts: docs.iter().map(text).collect(),
+        });
     };
     let at = plan.deleted;
 
@@ -106,8 +115,16 @@ pub fn run(plan: &Plan) -> Trace {
     }
     send(&mut docs, W, A);
     send(&mut docs, W, B);
-    let how = if plan.backwards { "back to front" } else { "in order" };
-    step(&mut t, &docs, format!("w types {:?} {how}; a and b receive w's state", plan.prefix));
+    let how = if plan.backwards {
+        "back to front"
+    } else {
+        "in order"
+    };
+    step(
+        &mut t,
+        &docs,
+        format!("w types {:?} {how}; a and b receive w's state", plan.prefix),
+    );
 
     insert(&docs[A], at, &plan.a_types);
     step(&mut t, &docs, format!("a types {:?} at index {at}", plan.a_types));
@@ -121,7 +138,10 @@ pub fn run(plan: &Plan) -> Trace {
         step(&mut t, &docs, format!("w types {:?} at index {at}", plan.w_types));
     } else {
         remove(&docs[W], 0, at);
-        let what = format!("w types {:?} at index {at}, then deletes {at} character(s) at index 0", plan.w_types);
+        let what = format!(
+            "w types {:?} at index {at}, then deletes {at} character(s) at index 0",
+            plan.w_types
+        );
         step(&mut t, &docs, what);
     }
 
@@ -136,7 +156,11 @@ pub fn run(plan: &Plan) -> Trace {
 
     for &(from, to) in &plan.order {
         send(&mut docs, from, to);
-        step(&mut t, &docs, format!("{} sends its state to {}", NAMES[from], NAMES[to]));
+        step(
+            &mut t,
+            &docs,
+            format!("{} sends its state to {}", NAMES[from], NAMES[to]),
+        );
     }
     for &(from, to) in &plan.order {
         send(&mut docs, from, to);
@@ -151,25 +175,39 @@ pub fn run(plan: &Plan) -> Trace {
 fn check(plan: &Plan, docs: &[Doc], t: &mut Trace) {
     let first = &t.texts[0];
     if t.texts.iter().any(|x| x != first) {
-        t.violations.push(format!("replicas diverged after the exchange: {}", describe(&t.texts)));
+        t.violations.push(format!(
+            "replicas diverged after the exchange: {}",
+            describe(&t.texts)
+        ));
     }
     let kept: String = plan.prefix.chars().skip(plan.deleted as usize).collect();
-    let mut expected: Vec<char> = [kept.as_str(), &plan.a_types, &plan.a_head, &plan.w_types, &plan.b_types]
-        .concat()
-        .chars()
-        .collect();
+    let mut expected: Vec<char> = [
+        kept.as_str(),
+        &plan.a_types,
+        &plan.a_head,
+        &plan.w_types,
+        &plan.b_types,
+    ]
+    .concat()
+    .chars()
+    .collect();
     expected.sort_unstable();
     for (i, x) in t.texts.iter().enumerate() {
         let mut got: Vec<char> = x.chars().collect();
         got.sort_unstable();
         if got != expected {
-            t.violations.push(format!("{} shows {x:?}: not exactly the characters typed and not deleted", NAMES[i]));
+            t.violations.push(format!(
+                "{} shows {x:?}: not exactly the characters typed and not deleted",
+                NAMES[i]
+            ));
         }
     }
     for (i, doc) in docs.iter().enumerate() {
         let update = doc.encode_update_v1().expect("encode");
         let mut fresh = Doc::with_client(100 + i as u64);
-        fresh.apply_update_from_binary_v1(update).expect("apply to a fresh replica");
+        fresh
+            .apply_update_from_binary_v1(update)
+            .expect("apply to a fresh replica");
         let loaded = text(&fresh);
         if loaded != t.texts[i] {
             t.violations.push(format!(
@@ -181,7 +219,11 @@ fn check(plan: &Plan, docs: &[Doc], t: &mut Trace) {
 }
 
 fn describe(texts: &[String]) -> String {
-    let v: Vec<String> = texts.iter().enumerate().map(|(i, x)| format!("{}={x:?}", NAMES[i])).collect();
+    let v: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, x)| format!("{}={x:?}", NAMES[i]))
+        .collect();
     v.join(", ")
 }
 
@@ -209,7 +251,9 @@ pub fn symptom_scenario() -> Trace {
 
 fn word(r: &mut ChaCha8Rng, letters: &[u8]) -> String {
     let n = r.gen_range(1..=3);
-    (0..n).map(|_| *letters.choose(r).expect("letters") as char).collect()
+    (0..n)
+        .map(|_| *letters.choose(r).expect("letters") as char)
+        .collect()
 }
 
 /// The three plans a seed stands for: any client ids; the writer with the lowest id and at
@@ -237,14 +281,22 @@ pub fn plans(seed: u64) -> Vec<Plan> {
             backwards,
             deleted,
             a_types: word(&mut r, b"XYZ"),
-            a_head: if a_head || r.gen_bool(0.5) { word(&mut r, b"STU") } else { String::new() },
+            a_head: if a_head || r.gen_bool(0.5) {
+                word(&mut r, b"STU")
+            } else {
+                String::new()
+            },
             w_types: word(&mut r, b"MNO"),
             b_types: word(&mut r, b"PQR"),
             b_deletes: b_deletes.unwrap_or_else(|| r.gen_bool(0.5)),
             order,
         }
     };
-    vec![draw(false, 1, None, false), draw(true, 2, None, false), draw(true, 1, Some(true), true)]
+    vec![
+        draw(false, 1, None, false),
+        draw(true, 2, None, false),
+        draw(true, 1, Some(true), true),
+    ]
 }
 
 #[test]
@@ -255,9 +307,16 @@ fn symptom() {
 
 #[test]
 fn replicas_converge_after_insert_at_deleted_start() {
-    let seed: u64 = std::env::var("FAULTLINE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seed: u64 = std::env::var("FAULTLINE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     for plan in plans(seed) {
         let t = run(&plan);
-        assert!(t.violations.is_empty(), "seed {seed}, plan {plan:?}:\n{:#?}", t.violations);
+        assert!(
+            t.violations.is_empty(),
+            "seed {seed}, plan {plan:?}:\n{:#?}",
+            t.violations
+        );
     }
 }
