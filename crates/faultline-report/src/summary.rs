@@ -3,9 +3,9 @@
 //! by `faultline-stats`.
 
 use faultline_schema::report::{
-    AgentSummary, BootstrapSettings, Breakdown, BuildCell, CaseSummary, Cell, Coefficient,
-    Comparison, ConditionEffect, Estimate, GlmmEffect, GlmmFitSummary, GlmmResult, GroupStats,
-    Histogram, PairedDifference, PassK, Quantile, REPORT_SCHEMA_VERSION, Report, RunSummary,
+    AgentSummary, BootstrapSettings, Breakdown, CaseSummary, Cell, Coefficient, Comparison,
+    ConditionEffect, Estimate, GlmmEffect, GlmmFitSummary, GlmmResult, GroupStats, Histogram,
+    PairedDifference, PassK, Quantile, REPORT_SCHEMA_VERSION, Report, RunSummary,
 };
 use faultline_schema::trajectory::AgentKind;
 use faultline_schema::{Condition, Outcome, ResultRecord, RunLock, Track};
@@ -585,36 +585,6 @@ pub fn build(records: &[ResultRecord], lock: Option<&RunLock>, options: &Options
         cases: cases.into_values().collect(),
         cells,
         regrade: None,
-        build: build_cells(records),
+        build: crate::build::cells(records),
     }
-}
-
-/// The build track's cells: per agent, task and aid, the share passed and the bugs that
-/// survived.
-fn build_cells(records: &[ResultRecord]) -> Vec<BuildCell> {
-    let mut cells: BTreeMap<(&str, &str, Condition), BuildCell> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.track == Track::Build) {
-        let cell = cells
-            .entry((&r.agent, &r.case_id, r.condition.clone()))
-            .or_insert_with(|| BuildCell {
-                agent: r.agent.clone(),
-                task: r.case_id.clone(),
-                aid: r.condition.clone(),
-                trials: 0,
-                mean_share: None,
-                linearizability_violations: 0,
-                survived: BTreeMap::new(),
-            });
-        let (Some(score), Some(build)) = (r.score, &r.build) else {
-            continue;
-        };
-        let sum = cell.mean_share.unwrap_or(0.0) * cell.trials as f64 + score;
-        cell.trials += 1;
-        cell.mean_share = Some(sum / cell.trials as f64);
-        cell.linearizability_violations += build.linearizability_violations;
-        for variant in &build.resembles {
-            *cell.survived.entry(variant.clone()).or_insert(0) += 1;
-        }
-    }
-    cells.into_values().collect()
 }

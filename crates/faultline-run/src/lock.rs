@@ -4,8 +4,8 @@
 
 use crate::agents::{AgentSpec, agents_on_host};
 use crate::build::BuildTask;
+use crate::config::RunConfig;
 use crate::records::locked_cases;
-use crate::runner::RunConfig;
 use anyhow::{Result, bail};
 use faultline_schema::run::RUN_SCHEMA_VERSION;
 use faultline_schema::{RunDir, RunLock};

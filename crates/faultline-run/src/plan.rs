@@ -121,7 +121,8 @@ pub fn trial_seed(run_seed: u64, trial_id: &str) -> u64 {
     u64::from_le_bytes(h[..8].try_into().expect("a SHA-256 has 32 bytes"))
 }
 
-/// Every trial, sorted by id, then the shard's share (every `count`-th trial from `index`).
+/// Every trial, sorted by id, then the shard's share (every `count`-th trial from `index`). A
+/// track runs only the conditions of its kind ([`Condition::applies_to`]).
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     agents: &[AgentPlan],
@@ -140,7 +141,7 @@ pub fn plan(
                 if !applies(agent, track, *oracle) {
                     continue;
                 }
-                for condition in conditions {
+                for condition in conditions.iter().filter(|c| c.applies_to(track)) {
                     let n = if agent.baseline.is_some() {
                         baseline_attempts
                     } else {
@@ -178,6 +179,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faultline_schema::Aid;
 
     fn agents() -> Vec<AgentPlan> {
         vec![
@@ -218,6 +220,32 @@ mod tests {
         assert_eq!(count("bm25/"), 4);
         assert_eq!(count("model/"), 2 * 3 * 2 * 3);
         assert!(p.windows(2).all(|w| w[0].trial_id < w[1].trial_id));
+    }
+
+    #[test]
+    fn the_build_track_runs_its_aids_and_only_the_null_and_gold_baselines() {
+        let tasks = vec![("raft-kv".to_string(), OracleKind::External)];
+        let mut conditions = Condition::classic();
+        conditions.extend([Aid::Task.condition(), Aid::Simulator.condition()]);
+        let p = plan(
+            &agents(),
+            &tasks,
+            &[Track::Build],
+            &conditions,
+            2,
+            1,
+            7,
+            None,
+        );
+        let ids: Vec<&str> = p.iter().map(|t| t.trial_id.as_str()).collect();
+        assert!(ids.contains(&"gold/raft-kv/build/simulator/1"), "{ids:?}");
+        assert!(ids.iter().all(|i| !i.starts_with("bm25/")), "{ids:?}");
+        assert!(p.iter().all(|t| t.condition.aid().is_some()), "{ids:?}");
+        assert_eq!(
+            p.len(),
+            2 + 2 * 2,
+            "gold under 2 aids, the model 2 aids x 2 attempts"
+        );
     }
 
     #[test]
