@@ -11,7 +11,9 @@
 //!   walk. It is sound because nothing outside preparation writes a template: workbenches copy
 //!   it, and reach the build outputs they share only through a read-only mount, so no hard link
 //!   to a template file exists outside it. Any write then moves `ctime`, which no unprivileged
-//!   process can set back (restoring `mtime` moves it too).
+//!   process can set back (restoring `mtime` moves it too). Files that are links into the object
+//!   store, which other cases link too (moving their `ctime`), are checked by inode, and hashed
+//!   again whenever their `ctime` moved since this process last hashed them.
 //! - [`Depth::Content`], when `prepare` re-checks a case: the metadata and every recorded hash,
 //!   which also catches changes that keep the metadata (a corrupted disk).
 

@@ -370,7 +370,11 @@ async fn a_tampered_stored_object_is_found_and_replaced_by_prepare() {
         .set_modified(meta.modified().unwrap())
         .unwrap();
 
-    let err = f.prepared.check(TemplateKind::Agent).unwrap_err().to_string();
+    let err = f
+        .prepared
+        .check(TemplateKind::Agent)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("stored object is damaged"), "{err}");
     let again = prepare(&f.case, &f.data, &f.toolchain, &Default::default())
         .await
