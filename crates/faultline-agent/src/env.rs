@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
-use faultline_corpus::workspace::copy::copy_preserving;
+use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
 use faultline_corpus::workspace::reproducer::install_reproducer;
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
@@ -83,7 +83,7 @@ impl TrialEnv {
             .check(TemplateKind::Agent)
             .map_err(EnvError::Unavailable)?;
         let agent = &prepared.stamp.agent;
-        copy_workspace(&agent.workspace, &workspace, task.track).map_err(EnvError::Harness)?;
+        copy_workspace(prepared, &workspace, task.track).map_err(EnvError::Harness)?;
         let spec = agent.sandbox_spec(toolchain, &workspace, None).env(
             "FAULTLINE_SEED",
             agent_faultline_seed(task.seed).to_string(),
@@ -207,9 +207,20 @@ impl TrialEnv {
     }
 }
 
-/// The trial's copy of the agent template; on the reproduce track, with an empty reproducer.
-fn copy_workspace(template: &Path, workspace: &Path, track: Track) -> Result<()> {
-    copy_preserving(template, workspace).context("copying the agent workspace")?;
+/// The trial's copy of the agent template, its shared build outputs links to their read-only
+/// mount (see [`copy_sharing_outputs`]); on the reproduce track, with an empty reproducer.
+fn copy_workspace(prepared: &PreparedCase, workspace: &Path, track: Track) -> Result<()> {
+    let template = &prepared.stamp.agent.workspace;
+    if prepared.stamp.agent.shared.is_some() {
+        copy_sharing_outputs(
+            template,
+            workspace,
+            &prepared.shared_outputs(TemplateKind::Agent),
+        )
+    } else {
+        copy_preserving(template, workspace)
+    }
+    .context("copying the agent workspace")?;
     if track == Track::Reproduce {
         install_reproducer(
             workspace,

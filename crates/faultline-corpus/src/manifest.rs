@@ -11,7 +11,9 @@
 //!   walk. It is sound because nothing outside preparation writes a template: workbenches copy
 //!   it, and reach the build outputs they share only through a read-only mount, so no hard link
 //!   to a template file exists outside it. Any write then moves `ctime`, which no unprivileged
-//!   process can set back (restoring `mtime` moves it too).
+//!   process can set back (restoring `mtime` moves it too). Files that are links into the object
+//!   store, which other cases link too (moving their `ctime`), are checked by inode, and hashed
+//!   again whenever their `ctime` moved since this process last hashed them.
 //! - [`Depth::Content`], when `prepare` re-checks a case: the metadata and every recorded hash,
 //!   which also catches changes that keep the metadata (a corrupted disk).
 
@@ -22,6 +24,7 @@ use std::fmt;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Format version of `manifest.json`.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
@@ -63,6 +66,11 @@ pub struct Entry {
     /// Where a symbolic link points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The inode of a file that is a link into the object store (see
+    /// [`crate::workspace::objects`]), recorded for those alone. Their `ctime` moves whenever
+    /// another case links the same object, so they are checked by inode and content instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inode: Option<u64>,
 }
 
 /// How much [`Manifest::check`] compares.
@@ -151,11 +159,40 @@ fn observe(path: &Path, meta: &std::fs::Metadata) -> io::Result<Entry> {
         } else {
             None
         },
+        inode: (kind == Kind::File).then(|| meta.ino()),
     })
 }
 
+/// Files whose content this process has hashed, by inode: the `ctime` it had then and the hash.
+/// A stored object is hashed again only when its `ctime` moved (another case linked it, or
+/// something wrote to it), so checking it before every grade costs one hash per change.
+static VERIFIED: Mutex<BTreeMap<u64, (i64, String)>> = Mutex::new(BTreeMap::new());
+
+/// Remembers that the file `entry` describes held content `sha256` at its current `ctime`.
+pub(crate) fn note_verified(entry: &Entry, sha256: &str) {
+    if let Some(ino) = entry.inode {
+        VERIFIED
+            .lock()
+            .expect("never poisoned")
+            .insert(ino, (entry.ctime_ns, sha256.to_string()));
+    }
+}
+
+/// Whether the file at `full` (observed as `got`) holds content `sha256`, hashing it only when
+/// this process has not seen it so since its last change.
+pub(crate) fn holds_content(full: &Path, got: &Entry, sha256: &str) -> io::Result<bool> {
+    let key = got.inode.unwrap_or_default();
+    let known = VERIFIED.lock().expect("never poisoned").get(&key).cloned();
+    if known.is_some_and(|(ctime, sha)| ctime == got.ctime_ns && sha == sha256) {
+        return Ok(true);
+    }
+    let found = hash_file(full)?;
+    note_verified(got, &found);
+    Ok(found == sha256)
+}
+
 /// SHA-256 of a file's contents, never following a link.
-fn hash_file(path: &Path) -> io::Result<String> {
+pub(crate) fn hash_file(path: &Path) -> io::Result<String> {
     use rustix::fs::{Mode, OFlags};
     let fd = rustix::fs::open(
         path,
@@ -202,19 +239,29 @@ fn walk(
 
 impl Manifest {
     /// Records `dirs` (each below `root`); `hashed(dir, path, entry)` says which regular files get
-    /// a content hash (`dir` relative to `root`, `path` relative to `dir`).
+    /// a content hash (`dir` relative to `root`, `path` relative to `dir`). `objects` maps the
+    /// files that are links into the object store (as `dir/path`) to their content's hash: they
+    /// are recorded by inode and hash, without `ctime`.
     pub fn record(
         root: &Path,
         dirs: &[&Path],
         hashed: impl Fn(&str, &str, &Entry) -> bool,
+        objects: &BTreeMap<String, String>,
     ) -> io::Result<Manifest> {
         let mut out = BTreeMap::new();
         for dir in dirs {
             let name = relative(root, dir);
             let mut entries = BTreeMap::new();
             walk(dir, |path, mut entry, full| {
-                if entry.kind == Kind::File && hashed(&name, &path, &entry) {
-                    entry.sha256 = Some(hash_file(&full)?);
+                if let Some(sha) = objects.get(&format!("{name}/{path}")) {
+                    note_verified(&entry, sha);
+                    entry.sha256 = Some(sha.clone());
+                    entry.ctime_ns = 0;
+                } else {
+                    entry.inode = None;
+                    if entry.kind == Kind::File && hashed(&name, &path, &entry) {
+                        entry.sha256 = Some(hash_file(&full)?);
+                    }
                 }
                 entries.insert(path, entry);
                 Ok(())
@@ -310,6 +357,19 @@ fn differs(
         Some("modified (mtime)")
     } else if want.mode != got.mode {
         Some("permissions changed")
+    } else if let Some(ino) = want.inode {
+        if got.inode != Some(ino) {
+            Some("replaced (no longer the stored object it was)")
+        } else if let Some(h) = &want.sha256
+            && !match depth {
+                Depth::Content => hash_file(full)? == *h,
+                Depth::Metadata => holds_content(full, got, h)?,
+            }
+        {
+            Some("content changed (the stored object is damaged)")
+        } else {
+            None
+        }
     } else if want.ctime_ns != got.ctime_ns {
         Some("changed in place (ctime moved, though mtime was kept)")
     } else if depth == Depth::Content
@@ -336,7 +396,13 @@ mod tests {
         fs::write(ws.join("target/deps/libdep.rlib"), vec![7u8; 100_000]).unwrap();
         fs::write(ws.join("Cargo.toml"), "[package]\n").unwrap();
         std::os::unix::fs::symlink("Cargo.toml", ws.join("alias")).unwrap();
-        let m = Manifest::record(&root, &[&ws], |_, p, _| p != "target/deps/libdep.rlib").unwrap();
+        let m = Manifest::record(
+            &root,
+            &[&ws],
+            |_, p, _| p != "target/deps/libdep.rlib",
+            &BTreeMap::new(),
+        )
+        .unwrap();
         (d, root, m)
     }
 
@@ -350,8 +416,13 @@ mod tests {
         for depth in [Depth::Metadata, Depth::Content] {
             assert_eq!(m.check(&root, &[&ws], depth).unwrap(), []);
         }
-        let again =
-            Manifest::record(&root, &[&ws], |_, p, _| p != "target/deps/libdep.rlib").unwrap();
+        let again = Manifest::record(
+            &root,
+            &[&ws],
+            |_, p, _| p != "target/deps/libdep.rlib",
+            &BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(again.sha256(), m.sha256());
     }
 
@@ -385,5 +456,39 @@ mod tests {
         assert!(text.contains("ws/extra.rs: not in the manifest"), "{text}");
         assert!(text.contains("ws/Cargo.toml: missing"), "{text}");
         assert!(describe(&damage, 1).ends_with("and 2 more"));
+    }
+
+    #[test]
+    fn a_stored_object_is_checked_by_inode_and_content_not_ctime() {
+        let (d, root, _) = setup();
+        let ws = root.join("ws");
+        let lib = ws.join("target/deps/libdep.rlib");
+        let sha = hash_file(&lib).unwrap();
+        let objects = BTreeMap::from([("ws/target/deps/libdep.rlib".to_string(), sha)]);
+        let m = Manifest::record(&root, &[&ws], |_, _, _| true, &objects).unwrap();
+        let entry = &m.dirs["ws"]["target/deps/libdep.rlib"];
+        assert!(entry.inode.is_some() && entry.ctime_ns == 0);
+        assert!(m.dirs["ws"]["Cargo.toml"].inode.is_none());
+
+        // Another case linking the same object moves its ctime: no damage.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::hard_link(&lib, d.path().join("other-case-link")).unwrap();
+        assert_eq!(m.check(&root, &[&ws], Depth::Metadata).unwrap(), []);
+
+        // A write that keeps size and mtime: the moved ctime makes the check hash it again.
+        let mtime = filetime::FileTime::from_last_modification_time(&fs::metadata(&lib).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(d.path().join("other-case-link"), vec![8u8; 100_000]).unwrap();
+        filetime::set_file_mtime(&lib, mtime).unwrap();
+        let damage = m.check(&root, &[&ws], Depth::Metadata).unwrap();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].what.contains("stored object"), "{}", damage[0]);
+
+        // A file put in the link's place is another inode, whatever it holds.
+        fs::remove_file(&lib).unwrap();
+        fs::write(&lib, vec![7u8; 100_000]).unwrap();
+        filetime::set_file_mtime(&lib, mtime).unwrap();
+        let damage = m.check(&root, &[&ws], Depth::Metadata).unwrap();
+        assert!(damage[0].what.contains("replaced"), "{}", damage[0]);
     }
 }

@@ -8,8 +8,9 @@
 //!    of the subject crate and any file only the fixed version has ([`isolation`]);
 //! 3. build it warm in the sandbox ([`build`]); for an external oracle, copy it into a grading
 //!    template with the oracle package, resolved, vendored, checked and built the same way;
-//! 4. store the grading template's build outputs that no patch can change, for workbenches to
-//!    share ([`copy`]);
+//! 4. store each template's vendored files and the build outputs that no patch can change in the
+//!    object store that all cases share ([`share`], [`objects`]), for copies of it to share
+//!    ([`copy`]);
 //! 5. record the stamp and the manifest that later uses check ([`prepared`]).
 //!
 //! Where all of it lives, on the host and in the sandbox, is [`layout`]. Validation alone builds
@@ -20,11 +21,13 @@ pub mod copy;
 pub mod generator;
 pub mod isolation;
 pub mod layout;
+pub mod objects;
 pub mod prepared;
 pub mod reproducer;
 pub mod requirements;
 pub mod resolve;
 pub mod scratch;
+pub mod share;
 
 pub use build::toolchain_version;
 pub use copy::copy_preserving;
@@ -44,6 +47,7 @@ use prepared::{
     PreparedCase, Stamp, all_dirs, committed_locks_match, hash_inputs, intact_manifest,
     recorded_manifest, worth_hashing,
 };
+use share::Interned;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -113,13 +117,14 @@ pub async fn prepare(
     if staging.exists() {
         fs::remove_dir_all(&staging)?;
     }
-    let stamp = build_fresh(case, &sources, &staging, &root, toolchain, inputs).await?;
+    let (stamp, interned) =
+        build_fresh(case, data, &sources, &staging, &root, toolchain, inputs).await?;
     if root.exists() {
         fs::remove_dir_all(&root)?;
     }
     fs::rename(&staging, &root)?;
     // Recorded where the files now are (renaming the directory moved no file's times).
-    let manifest = Manifest::record(&root, &all_dirs(&stamp), worth_hashing)
+    let manifest = Manifest::record(&root, &all_dirs(&stamp), worth_hashing, &interned)
         .context("recording the prepared templates' manifest")?;
     let manifest_bytes = serde_json::to_vec(&manifest)?;
     faultline_schema::io::write_atomic(&root.join("manifest.json"), &manifest_bytes)?;
@@ -189,15 +194,17 @@ fn prepared_read_only(
     })
 }
 
-/// Builds a case's templates in `staging`, with paths recorded as they will be under `final_root`.
+/// Builds a case's templates in `staging`, with paths recorded as they will be under
+/// `final_root`, and stores what they share in the data directory's object store.
 async fn build_fresh(
     case: &Case,
+    data: &DataDir,
     sources: &CaseSources,
     staging: &Path,
     final_root: &Path,
     toolchain: &Toolchain,
     inputs: String,
-) -> Result<Stamp> {
+) -> Result<(Stamp, Interned)> {
     let name = case.manifest.source.crate_name().to_string();
     let agent_ws = staging.join("agent/workspace");
     let removed = copy_anonymized(&sources.buggy, &agent_ws)?;
@@ -228,8 +235,8 @@ async fn build_fresh(
         .count();
 
     let mut grade = match case.manifest.oracle.kind {
-        OracleKind::InCrate => staged_agent.clone(),
-        OracleKind::External => {
+        OracleKind::InCrate => None,
+        OracleKind::External => Some(
             prepare_external_oracle(
                 case,
                 &staged_agent,
@@ -238,12 +245,37 @@ async fn build_fresh(
                 toolchain,
                 &fixed_hashes,
             )
-            .await?
-        }
+            .await?,
+        ),
     };
-    let store = staging.join(SHARED_DIR);
-    copy::share_outputs(&grade, &name, &store)?;
-    grade.shared = Some(store);
+    // Every build is done: from here on the shared files are links into the store, which no
+    // build may write through.
+    let objects = data.objects();
+    let _store_lock = objects.lock(false)?;
+    let mut interned = Interned::new();
+    let mut staged_agent = staged_agent;
+    let agent_store = match grade {
+        Some(_) => staging.join("agent").join(SHARED_DIR),
+        None => staging.join(SHARED_DIR),
+    };
+    share::share_template(
+        &objects,
+        staging,
+        &staged_agent,
+        &name,
+        &agent_store,
+        &mut interned,
+    )?;
+    staged_agent.shared = Some(agent_store);
+    let grade = match grade.take() {
+        Some(mut grade) => {
+            let store = staging.join(SHARED_DIR);
+            share::share_template(&objects, staging, &grade, &name, &store, &mut interned)?;
+            grade.shared = Some(store);
+            grade
+        }
+        None => staged_agent.clone(),
+    };
     let finalize = |t: &Template| Template {
         workspace: at_final(&t.workspace),
         vendor: at_final(&t.vendor),
@@ -251,7 +283,7 @@ async fn build_fresh(
         oracle: t.oracle.as_deref().map(at_final),
         shared: t.shared.as_deref().map(at_final),
     };
-    Ok(Stamp {
+    let stamp = Stamp {
         schema_version: 1,
         inputs,
         case_id: case.id().to_string(),
@@ -263,7 +295,8 @@ async fn build_fresh(
         grade: finalize(&grade),
         manifest_sha256: String::new(),
         prepare_secs: 0.0,
-    })
+    };
+    Ok((stamp, interned))
 }
 
 /// Builds the grading template of an external-oracle case: the agent's warm workspace plus the

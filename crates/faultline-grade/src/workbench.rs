@@ -135,8 +135,8 @@ impl Workbench {
     }
 
     /// Checks the template against its manifest (a damaged one is an error naming what
-    /// differs), then copies it. The grading template's shared build outputs become links to
-    /// their read-only mount (see [`copy_sharing_outputs`]).
+    /// differs), then copies it. The template's shared build outputs become links to their
+    /// read-only mount (see [`copy_sharing_outputs`]).
     fn from_template(
         prepared: &PreparedCase,
         kind: TemplateKind,
@@ -148,8 +148,12 @@ impl Workbench {
         let dir = data.scratch_dir("bench")?;
         let workspace = dir.path().join("workspace");
         if template.shared.is_some() {
-            copy_sharing_outputs(&template.workspace, &workspace, &prepared.shared_outputs())
-                .context("copying the grading template")?;
+            copy_sharing_outputs(
+                &template.workspace,
+                &workspace,
+                &prepared.shared_outputs(kind),
+            )
+            .context("copying the template")?;
         } else {
             copy_preserving(&template.workspace, &workspace)?;
         }

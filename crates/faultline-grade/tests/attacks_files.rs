@@ -299,3 +299,88 @@ async fn a_cached_build_error_is_not_served() {
     let g = grade(true).await.unwrap();
     assert_eq!(g.reason, "planted verdict");
 }
+
+/// The sandbox an agent gets (a copy of the agent template, whose shared build outputs are links
+/// to the object store through a read-only mount): code there tries to overwrite, truncate,
+/// chmod and back-date a stored object, then rebuilds the shared dependency, which must write a
+/// new file of its own. The stored object keeps its bytes and a later grade builds with them.
+#[tokio::test]
+async fn agent_code_cannot_change_a_stored_object_and_a_rebuild_writes_a_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = prepared_fixture(dir.path(), "toy-objects").await;
+    let stored = dependency_rlib(&f.prepared.stamp.agent.workspace);
+    let before = fs::read(&stored).unwrap();
+    let objects = f.data.objects().usage().unwrap();
+    assert!(objects.count > 0, "the dependency's outputs are stored");
+
+    let bench = Workbench::without_oracle(&f.prepared, &f.data, &f.toolchain).unwrap();
+    let script = "f=$(ls target/debug/deps/libtoy_dep-*.rlib | head -n 1)\n\
+         test -L \"$f\" || exit 10\n\
+         o=$(readlink \"$f\")\n\
+         printf poison >> \"$o\" 2>/dev/null && exit 11\n\
+         : > \"$o\" 2>/dev/null && exit 12\n\
+         chmod 777 \"$o\" 2>/dev/null && exit 13\n\
+         touch -d @0 \"$o\" 2>/dev/null && exit 14\n\
+         touch dep/src/lib.rs\n\
+         cargo build --offline 2>&1 || exit 15\n\
+         test -L \"$f\" && exit 16\n\
+         test -f \"$f\" || exit 17\n";
+    let out = bench
+        .sandbox()
+        .exec(&ExecRequest::bash(script, Duration::from_secs(300)))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}{}",
+        out.stdout.text,
+        out.stderr.text
+    );
+    assert_eq!(fs::read(&stored).unwrap(), before);
+    f.prepared.check(TemplateKind::Agent).unwrap();
+    f.prepared.check(TemplateKind::Grading).unwrap();
+    let g = f.repair(&f.gold()).await;
+    assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
+}
+
+/// A stored object damaged from the host, in the store itself, keeping its size and time: every
+/// case linking it is refused until `prepare` stores a good copy again.
+#[tokio::test]
+async fn a_tampered_stored_object_is_found_and_replaced_by_prepare() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = prepared_fixture(dir.path(), "toy-tamper").await;
+    let rlib = dependency_rlib(&f.prepared.stamp.agent.workspace);
+    let meta = fs::metadata(&rlib).unwrap();
+    let object = walkdir::WalkDir::new(f.data.objects().dir())
+        .into_iter()
+        .map(|e| e.unwrap())
+        .find(|e| {
+            use std::os::unix::fs::MetadataExt;
+            e.file_type().is_file() && e.metadata().unwrap().ino() == meta.ino()
+        })
+        .expect("the dependency's library is a stored object")
+        .into_path();
+    std::thread::sleep(Duration::from_millis(20));
+    fs::write(&object, vec![0u8; meta.len() as usize]).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&object)
+        .unwrap()
+        .set_modified(meta.modified().unwrap())
+        .unwrap();
+
+    let err = f
+        .prepared
+        .check(TemplateKind::Agent)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("stored object is damaged"), "{err}");
+    let again = prepare(&f.case, &f.data, &f.toolchain, &Default::default())
+        .await
+        .unwrap();
+    assert!(!again.reused);
+    again.check(TemplateKind::Agent).unwrap();
+    let rebuilt = dependency_rlib(&again.stamp.agent.workspace);
+    assert_ne!(fs::read(&rebuilt).unwrap(), vec![0u8; meta.len() as usize]);
+}

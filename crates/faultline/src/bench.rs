@@ -65,6 +65,15 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Preparing the given cases from an empty data directory (cargo's package cache warm), with
+    /// the object store they share, against bare `cargo build` and `cargo test --no-run` of
+    /// their buggy and fixed crates (and oracles) in scratch copies; and the disk the prepared
+    /// cases take, per case, in all and projected to 60 cases. Needs room for them twice over.
+    Store {
+        /// Case ids.
+        #[arg(required = true)]
+        cases: Vec<String>,
+    },
     /// Shards of one run (the gold and null baselines) at once on a data directory
     /// prepared once and shared read-only (`prepare`, then `--scratch`), against the same
     /// shards each preparing a data directory of its own: the share of the shards' time spent
@@ -372,6 +381,10 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
                 plain.push(t.elapsed().as_secs_f64());
             }
             report("grade a repair", graded, "incremental cargo test", plain);
+        }
+        BenchCommand::Store { cases } => {
+            let cases = cases.iter().map(|c| get(c)).collect::<Result<Vec<_>>>()?;
+            return crate::bench_store::run(env, &cases, &toolchain).await;
         }
         BenchCommand::Shards {
             cases,

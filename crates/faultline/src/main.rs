@@ -1,6 +1,7 @@
 //! The `faultline` command: argument parsing and wiring over the library crates.
 
 mod bench;
+mod bench_store;
 mod cases;
 mod measure;
 mod providers;
@@ -146,6 +147,11 @@ enum Command {
     Shell(tools::ShellArgs),
     /// Convert a trajectory to mini-swe-agent's traj.json or Harbor's ATIF.
     Export(tools::ExportArgs),
+    /// The data directory: what its object store holds, and removing what no case uses.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Measure the harness's own costs against baselines measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -160,6 +166,35 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Remove the stored objects no prepared case links any more (each prepared case's files
+    /// stay, and so does every object a case links).
+    Gc,
+    /// How many objects the store holds, and their bytes.
+    Usage,
+}
+
+fn data_command(env: &Env, command: DataCommand) -> Result<ExitCode> {
+    let objects = env.data.objects();
+    let (what, found) = match command {
+        DataCommand::Gc => {
+            if env.data.is_read_only() {
+                anyhow::bail!("the data directory is used read-only here (--scratch)");
+            }
+            ("removed", objects.collect_garbage()?)
+        }
+        DataCommand::Usage => ("holds", objects.usage()?),
+    };
+    println!(
+        "object store {}: {what} {} objects, {:.2} GB",
+        objects.dir().display(),
+        found.count,
+        found.bytes as f64 / 1e9
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What every command needs: where the corpus and the data live.
@@ -245,6 +280,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(args) => runtime.block_on(results::import(&ctx, args)),
         Command::Shell(args) => runtime.block_on(tools::shell(&ctx, args)),
         Command::Export(args) => tools::export(args),
+        Command::Data { command } => data_command(&ctx, command),
         Command::Bench { command } => runtime.block_on(bench::run(&ctx, command)),
         Command::Schema { out, check } => schema(&out, check),
     }

@@ -1,15 +1,15 @@
-//! Copies of templates. An agent's workspace is a full copy of the agent template; a grading
-//! workbench is a copy of the grading template in which the build outputs no patch can change
-//! (those of crates that do not depend on the subject) are links into the case's store of
-//! shared outputs, mounted read-only, so that a workbench is cheap to make and no code run in
-//! one can change what the next one builds with.
+//! Copies of templates. An agent's workspace and a grading workbench are copies of their
+//! template in which the build outputs no patch can change (those of crates that do not depend on
+//! the subject, see [`super::share`]) are symbolic links to the template's shared outputs,
+//! mounted read-only, so that a copy is cheap to make and no code run in one can change what the
+//! next one builds with.
 
-use super::layout::{GUEST_SHARED, Template};
-use crate::cargo::read_lock;
+use super::layout::GUEST_SHARED;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 /// Copies a tree with `cp -a`, keeping modification times so cargo's build cache stays fresh.
 pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
@@ -28,113 +28,13 @@ pub fn copy_preserving(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Fills `store` with the grading template's build outputs that no change to the subject crate
-/// `name` rebuilds (see [`link_shared_outputs`]), judged by the lockfiles of its workspace and
-/// oracle.
-pub(super) fn share_outputs(grade: &Template, name: &str, store: &Path) -> Result<()> {
-    let locks: Vec<PathBuf> = std::iter::once(grade.workspace.join("Cargo.lock"))
-        .chain(grade.oracle.iter().map(|o| o.join("Cargo.lock")))
-        .filter(|l| l.is_file())
-        .collect();
-    link_shared_outputs(
-        &grade.workspace,
-        store,
-        &crates_independent_of(name, &locks)?,
-    )
-}
-
-/// Crate names (underscored) of the locked packages that are neither `subject` nor depend on it,
-/// directly or not, in any of the lock files: a build after a change to the subject's sources
-/// never rebuilds them. A name that also stands for a dependent package is left out.
-fn crates_independent_of(subject: &str, locks: &[PathBuf]) -> Result<BTreeSet<String>> {
-    let mut packages = Vec::new();
-    for lock in locks {
-        packages.extend(read_lock(lock)?);
-    }
-    let mut dependent = BTreeSet::from([subject.to_string()]);
-    loop {
-        let before = dependent.len();
-        for p in &packages {
-            let depends = p.dependencies.iter().any(|d| {
-                let name = d.split_whitespace().next().unwrap_or_default();
-                dependent.contains(name)
-            });
-            if depends {
-                dependent.insert(p.name.clone());
-            }
-        }
-        if dependent.len() == before {
-            break;
-        }
-    }
-    let dependent: BTreeSet<String> = dependent.iter().map(|d| d.replace('-', "_")).collect();
-    Ok(packages
-        .iter()
-        .map(|p| p.name.replace('-', "_"))
-        .filter(|c| !dependent.contains(c))
-        .collect())
-}
-
-/// Whether a file of a warm build cache belongs to one of the `shared` crates, so that a build
-/// of a dependent crate never rewrites it: its compiled library or dep-info in
-/// `target/<profile>/deps/` (`lib<name>-<hash>.rlib`, `.rmeta`, `.so`, `<name>-<hash>.d`),
-/// its fingerprint in `target/<profile>/.fingerprint/<package>-<hash>/`, or its build script's
-/// files under `target/<profile>/build/<package>-<hash>/`.
-fn is_shared_build_output(relative: &Path, shared: &BTreeSet<String>) -> bool {
-    let parts: Vec<&str> = relative.iter().filter_map(|c| c.to_str()).collect();
-    let unit = match parts.as_slice() {
-        ["target", _, "deps", file] => {
-            if let Some(stem) = file.strip_suffix(".d") {
-                Some(stem)
-            } else {
-                [".rlib", ".rmeta", ".so"]
-                    .iter()
-                    .find_map(|ext| file.strip_suffix(ext))
-                    .and_then(|stem| stem.strip_prefix("lib"))
-            }
-        }
-        ["target", _, ".fingerprint" | "build", dir, _, ..] => Some(*dir),
-        _ => None,
-    };
-    unit.and_then(crate_before_hash)
-        .is_some_and(|c| shared.contains(&c))
-}
-
-/// `name-1a2b3c` as the crate name `name` (underscored), if what follows the last dash is a hash.
-fn crate_before_hash(s: &str) -> Option<String> {
-    let (name, hash) = s.rsplit_once('-')?;
-    hash.chars()
-        .all(|c| c.is_ascii_hexdigit())
-        .then(|| name.replace('-', "_"))
-}
-
-/// Hard-links the build outputs of the `shared` crates in `workspace` (see
-/// [`is_shared_build_output`]) into `store`, at the same paths relative to it. Grading
-/// workbenches reach them there through a read-only mount instead of copying them.
-fn link_shared_outputs(workspace: &Path, store: &Path, shared: &BTreeSet<String>) -> Result<()> {
-    fs::create_dir_all(store)?;
-    let target = workspace.join("target");
-    if !target.is_dir() {
-        return Ok(());
-    }
-    for entry in walkdir::WalkDir::new(&target) {
-        let entry = entry.with_context(|| format!("reading {}", target.display()))?;
-        let relative = entry.path().strip_prefix(workspace)?;
-        if entry.file_type().is_file() && is_shared_build_output(relative, shared) {
-            let link = store.join(relative);
-            fs::create_dir_all(link.parent().expect("below the store"))?;
-            fs::hard_link(entry.path(), &link)
-                .with_context(|| format!("linking {} into the store", relative.display()))?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies a grading template's workspace like [`copy_preserving`], except that the files at the
-/// `shared` paths (relative to the workspace; the case's store holds them) become symbolic links
-/// to their read-only mount at [`GUEST_SHARED`]. They are most of a warm build cache; no build in
-/// the copy rewrites them (their sources and flags do not change), and should code run there
-/// try, the mount refuses it: no workbench can change what the next one builds with.
+/// Copies a template's workspace like [`copy_preserving`], except that the compiled files at the
+/// `shared` paths (relative to the workspace; the template's shared outputs hold them) become
+/// symbolic links to their read-only mount at [`GUEST_SHARED`] (see [`replaced_whole`]). They
+/// are most of a warm build cache; a rebuild in the copy replaces a link rather than writing
+/// through it, and code that tries to write through one meets the read-only mount: no copy can
+/// change what the next one builds with. The other shared files are copied, writable by their
+/// owner (the stored objects they come from are read-only).
 pub fn copy_sharing_outputs(from: &Path, to: &Path, shared: &BTreeSet<String>) -> Result<()> {
     for entry in walkdir::WalkDir::new(from) {
         let entry = entry.with_context(|| format!("reading {}", from.display()))?;
@@ -145,12 +45,16 @@ pub fn copy_sharing_outputs(from: &Path, to: &Path, shared: &BTreeSet<String>) -
             fs::create_dir_all(&target)?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
-        } else if shared.contains(relative.to_string_lossy().as_ref()) {
+        } else if shared.contains(relative.to_string_lossy().as_ref()) && replaced_whole(relative) {
             std::os::unix::fs::symlink(Path::new(GUEST_SHARED).join(relative), &target)?;
         } else {
             let meta = entry.metadata()?;
             fs::copy(entry.path(), &target)
                 .with_context(|| format!("copying {}", entry.path().display()))?;
+            if meta.permissions().mode() & 0o200 == 0 {
+                let mode = meta.permissions().mode() | 0o200;
+                fs::set_permissions(&target, fs::Permissions::from_mode(mode))?;
+            }
             filetime::set_file_times(
                 &target,
                 filetime::FileTime::from_last_access_time(&meta),
@@ -161,76 +65,33 @@ pub fn copy_sharing_outputs(from: &Path, to: &Path, shared: &BTreeSet<String>) -
     Ok(())
 }
 
+/// Whether a rebuild replaces the file at `relative` as a whole (rustc writes a compiled library
+/// or executable beside it and renames it into place, cargo removes a build script's executable
+/// before linking it anew) rather than writing through it: only those are links in a copy.
+/// Cargo rewrites fingerprints, dep-info and a build script's output in place, and a build
+/// script writes its `out/` directory, so a copy holds its own copies of them, and a rebuild of
+/// a shared crate in a copy (such as after an environment variable its build script watches
+/// changed) writes new files there instead of failing on the read-only mount.
+fn replaced_whole(relative: &Path) -> bool {
+    let parts: Vec<&str> = relative.iter().filter_map(|c| c.to_str()).collect();
+    match parts.as_slice() {
+        ["target", _, "deps", file] => [".rlib", ".rmeta", ".so"]
+            .iter()
+            .any(|ext| file.ends_with(ext)),
+        ["target", _, "build", _, file] => {
+            *file == "build-script-build"
+                || (file.starts_with("build_script_build-") && !file.ends_with(".d"))
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_crates_that_do_not_reach_the_subject_are_independent() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = dir.path().join("Cargo.lock");
-        fs::write(
-            &lock,
-            r#"version = 3
-[[package]]
-name = "kv"
-version = "0.2.0"
-dependencies = ["serde", "rand-core 0.6.4"]
-[[package]]
-name = "kv-memstore"
-version = "0.2.0"
-dependencies = ["kv"]
-[[package]]
-name = "kv-test-harness"
-version = "0.1.0"
-dependencies = ["kv-memstore 0.2.0 (registry+https://example.invalid/index)"]
-[[package]]
-name = "serde"
-version = "1.0.0"
-[[package]]
-name = "rand-core"
-version = "0.6.4"
-"#,
-        )
-        .unwrap();
-        let independent = crates_independent_of("kv", &[lock]).unwrap();
-        assert_eq!(
-            independent.into_iter().collect::<Vec<_>>(),
-            ["rand_core", "serde"]
-        );
-    }
-
-    #[test]
-    fn build_outputs_are_shared_by_crate_and_kind() {
-        let shared = BTreeSet::from(["serde".to_string(), "rand_core".to_string()]);
-        let yes = [
-            "target/debug/deps/libserde-0123abcd.rlib",
-            "target/debug/deps/libserde-0123abcd.rmeta",
-            "target/debug/deps/librand_core-99ff.so",
-            "target/debug/deps/serde-0123abcd.d",
-            "target/debug/.fingerprint/rand-core-77aa/lib-rand_core",
-            "target/debug/build/serde-1a2b/build-script-build",
-            "target/debug/build/serde-1a2b/out/private.rs",
-        ];
-        let no = [
-            "target/debug/deps/libkv-0123abcd.rlib",
-            "target/debug/deps/kv-0123abcd",
-            "target/debug/deps/serde-not_a_hash.d",
-            "target/debug/incremental/serde-0123/s-1/dep-graph.bin",
-            "target/debug/libserde.rlib",
-            "src/deps/libserde-0123abcd.rlib",
-            "target/debug/.fingerprint/kv-77aa/lib-kv",
-        ];
-        for p in yes {
-            assert!(is_shared_build_output(Path::new(p), &shared), "{p}");
-        }
-        for p in no {
-            assert!(!is_shared_build_output(Path::new(p), &shared), "{p}");
-        }
-    }
-
-    #[test]
-    fn shared_outputs_are_stored_once_and_copied_as_links_to_the_mount() {
+    fn shared_outputs_are_copied_as_links_to_the_mount() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let from = dir.path().join("template");
@@ -243,18 +104,19 @@ version = "0.6.4"
         std::os::unix::fs::symlink("lib.rs", from.join("src/alias.rs")).unwrap();
         let old = filetime::FileTime::from_unix_time(1_600_000_000, 0);
         filetime::set_file_mtime(deps.join("libkv-00ff.rlib"), old).unwrap();
-        let store = dir.path().join("shared");
-        link_shared_outputs(&from, &store, &BTreeSet::from(["serde".to_string()])).unwrap();
-        let stored = store.join("target/debug/deps/libserde-00ff.rlib");
-        assert_eq!(
-            fs::metadata(&stored).unwrap().ino(),
-            fs::metadata(deps.join("libserde-00ff.rlib")).unwrap().ino()
-        );
-        assert!(!store.join("target/debug/deps/libkv-00ff.rlib").exists());
+
+        fs::write(deps.join("serde-00ff.d"), "deps").unwrap();
 
         let to = dir.path().join("copy");
-        let shared = BTreeSet::from(["target/debug/deps/libserde-00ff.rlib".to_string()]);
+        let shared = BTreeSet::from([
+            "target/debug/deps/libserde-00ff.rlib".to_string(),
+            "target/debug/deps/serde-00ff.d".to_string(),
+        ]);
         copy_sharing_outputs(&from, &to, &shared).unwrap();
+        assert!(
+            !to.join("target/debug/deps/serde-00ff.d").is_symlink(),
+            "cargo rewrites dep-info in place: a copy holds its own"
+        );
         assert_eq!(
             fs::read_link(to.join("target/debug/deps/libserde-00ff.rlib")).unwrap(),
             Path::new("/shared/target/debug/deps/libserde-00ff.rlib")

@@ -9,14 +9,19 @@
 //! agent/workspace/    the buggy crate, anonymized, with Cargo.lock and a warm target/  -> /workspace
 //! agent/vendor/       every dependency, vendored                            (read-only) -> /vendor
 //! agent/cargo/        cargo's configuration: vendored sources, offline        (read-only) -> /cargo
+//! agent/shared/       the agent template's shared build outputs (external oracles) -> /shared
 //! grade/...           the same plus the hidden oracle package (external oracles) -> /oracle
 //! shared/target/...   the grading template's build outputs that no patch can change,
-//!                     hard links to its files                    (read-only, grading) -> /shared
+//!                     hard links to its files                              (read-only) -> /shared
 //! ```
+//!
+//! Vendored files and shared build outputs are hard links into `<data>/objects/`, the object
+//! store every case of the data directory shares (see [`super::objects`]).
 //!
 //! Paths inside the sandbox are fixed, so the build cache made here stays valid in every later
 //! sandbox, whatever machine directory the data lives in.
 
+use super::objects::ObjectStore;
 use crate::store::SourceStore;
 use anyhow::{Context, Result, bail};
 use faultline_sandbox::{Mount, SandboxSpec, Toolchain};
@@ -109,6 +114,12 @@ impl DataDir {
         ))
     }
 
+    /// The object store that prepared cases share their vendored files and dependency build
+    /// outputs through.
+    pub fn objects(&self) -> ObjectStore {
+        ObjectStore::new(self.root.join("objects"))
+    }
+
     /// The source store.
     pub fn store(&self) -> SourceStore {
         SourceStore::new(self.root.join("store"))
@@ -190,8 +201,8 @@ pub struct Template {
     pub cargo: PathBuf,
     /// The external oracle package (grading templates of external-oracle cases only).
     pub oracle: Option<PathBuf>,
-    /// The store of build outputs that grading workbenches share instead of copying them
-    /// (grading templates only): mounted read-only, so no build or test can change them.
+    /// The build outputs that copies of this template share instead of copying them: mounted
+    /// read-only, so no build or test can change them.
     #[serde(default)]
     pub shared: Option<PathBuf>,
 }
@@ -241,7 +252,7 @@ impl Template {
 pub enum TemplateKind {
     /// The agent's: the buggy crate with a warm build cache, never an oracle.
     Agent,
-    /// The grader's: the agent's plus the oracle (external oracles) and the shared store.
+    /// The grader's: the agent's plus the oracle (external oracles).
     Grading,
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bumped whenever the preparation procedure changes, so old workspaces are rebuilt.
-const PREPARE_VERSION: u32 = 4;
+const PREPARE_VERSION: u32 = 5;
 
 /// Files up to this size get a content hash in the manifest wherever they are.
 const SMALL_FILE: u64 = 64 * 1024;
@@ -106,11 +106,19 @@ impl PreparedCase {
         }
     }
 
-    /// The grading template's shared build outputs, as paths relative to its workspace.
-    pub fn shared_outputs(&self) -> BTreeSet<String> {
+    /// A template's shared build outputs, as paths relative to its workspace.
+    pub fn shared_outputs(&self, kind: TemplateKind) -> BTreeSet<String> {
+        let Some(dir) = &self.template(kind).shared else {
+            return BTreeSet::new();
+        };
+        let name = dir
+            .strip_prefix(&self.root)
+            .unwrap_or(dir)
+            .to_string_lossy()
+            .into_owned();
         self.manifest
             .dirs
-            .get(SHARED_DIR)
+            .get(&name)
             .map(|entries| {
                 entries
                     .iter()
