@@ -41,7 +41,10 @@ pub(super) fn share_template(
     let dir_name = relative(root, &template.workspace);
     let store_name = relative(root, store);
     fs::create_dir_all(store)?;
-    for (file, relative) in shared_outputs(&template.workspace, &crates.all)? {
+    let outputs = shared_outputs(&template.workspace, &crates.all)?;
+    let linked: BTreeSet<String> = outputs.iter().map(|(_, r)| r.clone()).collect();
+    intern_own_outputs(objects, &template.workspace, &dir_name, &linked, interned)?;
+    for (file, relative) in outputs {
         if crate_of_output(Path::new(&relative)).is_some_and(|c| crates.registry.contains(&c)) {
             set_shared_mtime(&file)?;
         }
@@ -54,6 +57,39 @@ pub(super) fn share_template(
             .with_context(|| format!("linking {relative} into the shared outputs"))?;
         interned.insert(format!("{dir_name}/{relative}"), sha.clone());
         interned.insert(format!("{store_name}/{relative}"), sha);
+    }
+    Ok(())
+}
+
+/// Stores every other file of the template's build cache (the subject's and its dependents'
+/// outputs, incremental caches) as an object too, keeping its own modification time: nothing
+/// shares them through `shared/` (a copy of the template gets copies of its own, which a rebuild
+/// may rewrite in place), but the grading template of an external-oracle case starts as a copy of
+/// the agent template, so most of their build caches are the same files, stored once.
+fn intern_own_outputs(
+    objects: &ObjectStore,
+    workspace: &Path,
+    dir_name: &str,
+    linked: &BTreeSet<String>,
+    interned: &mut Interned,
+) -> Result<()> {
+    let target = workspace.join("target");
+    if !target.is_dir() {
+        return Ok(());
+    }
+    for entry in walkdir::WalkDir::new(&target) {
+        let entry = entry.with_context(|| format!("reading {}", target.display()))?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let below = relative(workspace, entry.path());
+        if linked.contains(&below) {
+            continue;
+        }
+        let sha = objects
+            .intern(entry.path())
+            .with_context(|| format!("storing {}", entry.path().display()))?;
+        interned.insert(format!("{dir_name}/{below}"), sha);
     }
     Ok(())
 }
@@ -335,7 +371,8 @@ source = "registry+https://example.invalid/index"
         assert_eq!(local.nlink(), 3);
         assert_eq!(
             fs::metadata(deps.join("libkv-00ff.rlib")).unwrap().nlink(),
-            1
+            2,
+            "the subject's output is stored, the workspace's and the object's"
         );
         assert!(!store.join("target/debug/deps/libkv-00ff.rlib").exists());
         let names: Vec<&str> = interned.keys().map(String::as_str).collect();
@@ -343,6 +380,7 @@ source = "registry+https://example.invalid/index"
             names,
             [
                 "agent/vendor/serde/lib.rs",
+                "agent/workspace/target/debug/deps/libkv-00ff.rlib",
                 "agent/workspace/target/debug/deps/liblocal-00ff.rlib",
                 "agent/workspace/target/debug/deps/libserde-00ff.rlib",
                 "shared/target/debug/deps/liblocal-00ff.rlib",
@@ -352,6 +390,29 @@ source = "registry+https://example.invalid/index"
         assert_eq!(
             fs::metadata(vendor.join("lib.rs")).unwrap().mtime(),
             super::super::objects::SHARED_MTIME_SECS
+        );
+
+        // A grading template that starts as a copy of the agent's (times kept) holds the
+        // subject's outputs as the same stored files; what its own build wrote is its own.
+        let grade_ws = root.join("grade/workspace");
+        crate::workspace::copy::copy_preserving(&ws, &grade_ws).unwrap();
+        fs::write(grade_ws.join("target/debug/deps/liboracle-00ff.rlib"), "o").unwrap();
+        let grade = Template {
+            workspace: grade_ws.clone(),
+            ..template.clone()
+        };
+        let grade_store = root.join("grade/shared");
+        share_template(&objects, &root, &grade, "kv", &grade_store, &mut interned).unwrap();
+        let ino = |p: PathBuf| fs::metadata(p).unwrap().ino();
+        assert_eq!(
+            ino(deps.join("libkv-00ff.rlib")),
+            ino(grade_ws.join("target/debug/deps/libkv-00ff.rlib"))
+        );
+        assert_eq!(
+            fs::metadata(grade_ws.join("target/debug/deps/liboracle-00ff.rlib"))
+                .unwrap()
+                .nlink(),
+            2
         );
     }
 }
