@@ -74,7 +74,7 @@ pub fn plan(seed: u64) -> Plan {
 
 /// A trap on one follower's link: the next empty AppendEntries (a heartbeat) is held back until
 /// `appends` AppendEntries carrying entries have been delivered to that follower after it, then
-/// delivered. A held heartbeat that nothing overtakes within 150 ms is let go and the trap stays
+/// delivered. A held heartbeat that nothing overtakes within 600 ms is let go and the trap stays
 /// armed (a periodic heartbeat may have walked into it).
 struct Trap {
     appends: u64,
@@ -167,7 +167,7 @@ impl RaftNetwork<ClientRequest> for Net {
         let late = wait.is_some();
         if let Some(rx) = wait {
             self.note(format!("{}: held back", what));
-            let released = tokio::time::timeout(Duration::from_millis(150), rx).await.is_ok();
+            let released = tokio::time::timeout(Duration::from_millis(600), rx).await.is_ok();
             let mut traps = self.traps.lock().unwrap();
             if let Some(trap) = traps.get_mut(&target) {
                 if !released {
@@ -269,7 +269,7 @@ pub async fn round(c: &Cluster, plan: &Plan, n: u64, serial: &mut u64) -> Vec<bo
             .unwrap_or_else(|e| panic!("write {} failed: {:?}", serial, e));
     }
     // Let the held heartbeat go out and be handled.
-    for _ in 0..40 {
+    for _ in 0..80 {
         if slow.iter().all(|f| c.net.sprung(*f)) {
             break;
         }
