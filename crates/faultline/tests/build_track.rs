@@ -76,6 +76,31 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// `faultline run` of `agents` on the build track's raft-kv task under the `task` aid, into `run`
+/// with the shared data directory, its model `server`; the run's records.
+fn run_raft_kv<const N: usize>(
+    run: &Path,
+    server: &ScriptedServer,
+    agents: [String; N],
+) -> Vec<faultline_schema::ResultRecord> {
+    let (data, _one_at_a_time) = shared_data();
+    let out = faultline_on(&repository_corpus(), &data)
+        .args(["run", "--tracks", "build", "--conditions", "task"])
+        .args(["--build-schedules", SCHEDULES])
+        .args(agents)
+        .args(["--base-url", &server.openai_base_url(), "--cost", "0"])
+        .args(["--attempts", "1", "--workers", "1"])
+        .args(["--tasks", "raft-kv"])
+        .arg("--out")
+        .arg(run)
+        .env_remove("FAULTLINE_MODEL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    records(run)
+}
+
 #[test]
 fn an_agent_that_writes_the_reference_passes_and_the_skeleton_fails() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -90,27 +115,13 @@ fn an_agent_that_writes_the_reference_passes_and_the_skeleton_fails() {
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
-    let (data, _one_at_a_time) = shared_data();
-    let out = faultline_on(&corpus, &data)
-        .args(["run", "--tracks", "build", "--conditions", "task"])
-        .args(["--build-schedules", SCHEDULES])
-        .args([
-            "--agent",
-            "baseline:null",
-            "--agent",
-            "model:scripted-model",
-        ])
-        .args(["--base-url", &server.openai_base_url(), "--cost", "0"])
-        .args(["--attempts", "1", "--workers", "1"])
-        .args(["--tasks", "raft-kv"])
-        .arg("--out")
-        .arg(&run)
-        .env_remove("FAULTLINE_MODEL")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let recorded = records(&run);
+    let agents = [
+        "--agent",
+        "baseline:null",
+        "--agent",
+        "model:scripted-model",
+    ];
+    let recorded = run_raft_kv(&run, &server, agents.map(String::from));
     assert_eq!(recorded.len(), 2, "{recorded:?}");
     for r in &recorded {
         assert_eq!(r.track, Track::Build);
@@ -200,25 +211,14 @@ fn an_external_agent_builds_in_the_sandbox_over_the_aids_view_only() {
     let host_file = tmp.path().join("host-secret.txt");
     std::fs::write(&host_file, "host secret\n").unwrap();
     let run = tmp.path().join("run");
-    let (data, _one_at_a_time) = shared_data();
     let agent = PROBE.replace("$HOST_FILE", &host_file.to_string_lossy());
-    let out = faultline_on(&repository_corpus(), &data)
-        .args(["run", "--tracks", "build", "--conditions", "task"])
-        .args(["--build-schedules", SCHEDULES])
-        .arg("--agent")
-        .arg(format!("external:probe={agent}"))
-        .args(["--model", "scripted-model"])
-        .args(["--base-url", &server.openai_base_url(), "--cost", "0"])
-        .args(["--attempts", "1", "--workers", "1"])
-        .args(["--tasks", "raft-kv"])
-        .arg("--out")
-        .arg(&run)
-        .env_remove("FAULTLINE_MODEL")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let recorded = records(&run);
+    let agents = [
+        "--agent".to_string(),
+        format!("external:probe={agent}"),
+        "--model".to_string(),
+        "scripted-model".to_string(),
+    ];
+    let recorded = run_raft_kv(&run, &server, agents);
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     let record = &recorded[0];
     assert_eq!(record.track, Track::Build);
