@@ -83,8 +83,19 @@ fn apply_pins(dir: &Path, pins: &[faultline_schema::Pin], patch: Option<&str>) {
         if let Some(p) = patch {
             args.extend(["--config", p]);
         }
-        if let Err(e) = host_cargo(dir, &args) {
-            tracing::info!("pin {} {} not applied: {e:#}", pin.crate_name, pin.version);
+        match host_cargo(dir, &args) {
+            Ok(_) => {}
+            // A pin for a crate this lockfile does not hold (a crate's pin, seen from its
+            // oracle's lockfile, say) has nothing to do.
+            Err(e) if format!("{e:#}").contains("did not match any packages") => {
+                tracing::info!("pin {} {} not applied: {e:#}", pin.crate_name, pin.version);
+            }
+            Err(e) => tracing::warn!(
+                "pin {} {} not applied (pins apply in the order case.toml lists them; one that \
+                 needs another crate pinned first fails until that pin comes before it): {e:#}",
+                pin.crate_name,
+                pin.version
+            ),
         }
     }
 }
