@@ -667,7 +667,7 @@ pub fn plans(seed: u64) -> Vec<Plan> {
         honest: m.range(1, 2) as usize,
     });
     // A backoff the clock cannot represent at all.
-    let huge = [u64::MAX, i64::MAX as u64 + 1, u64::MAX / 3][m.range(0, 2) as usize];
+    let huge = [u64::MAX, i64::MAX as u64 + 1, u64::MAX - m.range(0, 1 << 40)][m.range(0, 2) as usize];
     v.push(Plan {
         heartbeat_ms: 100,
         backoff_slack: 1,

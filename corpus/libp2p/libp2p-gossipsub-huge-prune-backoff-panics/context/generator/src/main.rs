@@ -1,6 +1,6 @@
 //! Produces context/victim-log.md: what the victim node and the pruning peer exchanged in the
 //! reported run, and where the victim panicked. The run is the oracle's (`symptom_scenario`);
-//! this program only adds a panic hook (location and the gossipsub frames of the backtrace) and
+//! this program only adds a panic hook (the panic's location) and
 //! the formatting. Run from context/generator: `cargo run -q > ../victim-log.md`.
 
 #[path = "../../../oracle/tests/prune_backoff.rs"]
@@ -9,7 +9,7 @@ mod scenario;
 
 use std::sync::Mutex;
 
-static PANIC: Mutex<Option<(String, Vec<String>)>> = Mutex::new(None);
+static PANIC: Mutex<Option<String>> = Mutex::new(None);
 
 /// `.../src/backoff.rs` -> `src/backoff.rs`, whatever directory the crate was built from.
 fn short(file: &str) -> String {
@@ -32,19 +32,7 @@ fn main() {
                 }
             })
             .unwrap_or_default();
-        let bt = std::backtrace::Backtrace::force_capture().to_string();
-        let mut frames: Vec<String> = Vec::new();
-        for line in bt.lines() {
-            let l = line.trim();
-            let Some((_, f)) = l.split_once(": ") else { continue };
-            if f.starts_with("libp2p_gossipsub::") || f.starts_with("<libp2p_gossipsub::") {
-                let f = f.split(" at ").next().unwrap_or(f).to_string();
-                if frames.last() != Some(&f) {
-                    frames.push(f);
-                }
-            }
-        }
-        *PANIC.lock().unwrap() = Some((at, frames));
+        *PANIC.lock().unwrap() = Some(at);
     }));
 
     let plan = scenario::symptom_plan();
@@ -66,16 +54,12 @@ fn main() {
     }
     println!();
     match PANIC.lock().unwrap().take() {
-        Some((at, frames)) if out.crash.is_some() => {
+        Some(at) if out.crash.is_some() => {
             println!("## Panic");
             println!();
             println!("```text");
             println!("panicked at {at}:");
             println!("{}", out.crash.as_deref().unwrap_or(""));
-            println!("libp2p_gossipsub frames of the backtrace, innermost first:");
-            for f in frames {
-                println!("  {f}");
-            }
             println!("```");
             println!();
             println!("Before the panic V handled X's PRUNE without any error or warning in its log.");
