@@ -61,19 +61,16 @@ fn node(index: u8) -> Swarm<Node> {
     let peer_id = key.public().to_peer_id();
     let transport = MemoryTransport::default()
         .upgrade(Version::V1)
-        .authenticate(libp2p_plaintext::Config::new(&key))
+        .authenticate(libp2p_plaintext::PlainText2Config { local_public_key: key.public() })
         .multiplex(libp2p_yamux::Config::default())
         .boxed();
     let behaviour = Node {
         kad: Kademlia::with_config(peer_id, MemoryStore::new(peer_id), KademliaConfig::default()),
         identify: identify::Behaviour::new(identify::Config::new("/faultline/1.0.0".into(), key.public())),
     };
-    Swarm::new(
-        transport,
-        behaviour,
-        peer_id,
-        libp2p_swarm::Config::with_tokio_executor().with_idle_connection_timeout(Duration::from_secs(60)),
-    )
+    libp2p_swarm::SwarmBuilder::with_tokio_executor(transport, behaviour, peer_id)
+        .idle_connection_timeout(Duration::from_secs(60))
+        .build()
 }
 
 pub fn name(i: usize) -> String {
