@@ -210,11 +210,11 @@ async fn build_fresh(
     let removed = copy_anonymized(&sources.buggy, &agent_ws)?;
 
     let self_patch = resolve::lock_workspace(case, &agent_ws, &name)?;
-    check_single_subject(&agent_ws.join("Cargo.lock"), &name)?;
+    let older_lines = check_single_subject(&agent_ws.join("Cargo.lock"), &name)?;
 
     let agent_vendor = staging.join("agent/vendor");
     resolve::vendor(&agent_ws, &agent_vendor, &name, self_patch)?;
-    check_vendor(&agent_vendor, &name)?;
+    check_vendor(&agent_vendor, &name, &older_lines)?;
     let fixed_hashes = fixed_only_hashes(&sources.buggy, &sources.fixed)?;
     check_no_fixed_files(&agent_ws, &fixed_hashes)?;
     check_no_fixed_files(&agent_vendor, &fixed_hashes)?;
@@ -323,11 +323,24 @@ async fn prepare_external_oracle(
         );
     }
     let patch = resolve::patch_to(name, &grade_ws);
+    let committed_lock = case.oracle_dir().join("Cargo.lock").is_file();
     resolve::lock_oracle(case, &agent.workspace, &oracle, &patch)?;
-    check_single_subject(&oracle.join("Cargo.lock"), name)?;
+    let mut older_lines = check_single_subject(&grade_ws.join("Cargo.lock"), name)?;
+    older_lines.extend(check_single_subject(&oracle.join("Cargo.lock"), name).with_context(|| {
+        if committed_lock {
+            format!(
+                "{}: the oracle's lockfile is the case's own oracle/Cargo.lock; if it was left by \
+                 running cargo in oracle/ rather than written by `faultline cases lock`, delete it \
+                 and lock the case again",
+                case.id()
+            )
+        } else {
+            format!("{}: the oracle's lockfile", case.id())
+        }
+    })?);
     let vendor = staging.join("grade/vendor");
     resolve::vendor_with_oracle(&grade_ws, &oracle, &vendor, &patch)?;
-    check_vendor(&vendor, name)?;
+    check_vendor(&vendor, name, &older_lines)?;
     check_no_fixed_files(&vendor, fixed_hashes)?;
     let cargo = staging.join("grade/cargo");
     resolve::write_cargo_config(&cargo, name, true)?;

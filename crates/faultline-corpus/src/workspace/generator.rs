@@ -120,12 +120,12 @@ fn vendor_generator(prepared: &PreparedCase, package: &Path, staging: &Path) -> 
     let unusable = |what: &str, e: anyhow::Error| GeneratorUnusable(format!("{what}: {e:#}"));
     repoint_lock(&generator, &patch)
         .map_err(|e| unusable("its dependencies cannot be resolved", e))?;
-    check_single_subject(&generator.join("Cargo.lock"), name)
+    let older_lines = check_single_subject(&generator.join("Cargo.lock"), name)
         .map_err(|e| unusable("its lockfile", e))?;
     let vendor = staging.join("vendor");
     vendor_package(&generator, &vendor, Some(&patch))
         .map_err(|e| unusable("its dependencies cannot be vendored", e))?;
-    check_vendor(&vendor, name).map_err(|e| unusable("its dependencies", e))?;
+    check_vendor(&vendor, name, &older_lines).map_err(|e| unusable("its dependencies", e))?;
     keep_template_times(&vendor, &prepared.stamp.agent.vendor)?;
     write_cargo_config(&staging.join("cargo"), name, true)?;
     fs::rename(generator.join("Cargo.lock"), staging.join("Cargo.lock"))?;
