@@ -21,8 +21,9 @@ use faultline_model::ModelClient;
 use faultline_sandbox::Toolchain;
 use faultline_schema::results::{ResultsLog, latest};
 use faultline_schema::task::TASK_SCHEMA_VERSION;
+use faultline_schema::trajectory::Trajectory;
 use faultline_schema::{
-    Condition, ExitStatus, Outcome, ResultRecord, RunDir, Submission, Task, Track,
+    Condition, ExitStatus, Outcome, ResultRecord, RunDir, Submission, Task, Track, TrialDir,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,6 +61,21 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert_with(|| why.to_string());
+    }
+
+    /// Keeps what the agent did before the model API failed for good (it is not graded) and
+    /// stops the run when no model will accept tools; returns the reason the grade records.
+    fn record_model_outage(
+        &self,
+        dir: &TrialDir,
+        trajectory: &Trajectory,
+        why: &str,
+    ) -> Result<String> {
+        dir.write_trajectory(trajectory)?;
+        if why.contains(faultline_model::TOOLS_REFUSED) {
+            self.stop(why);
+        }
+        Ok(format!("the model API failed: {why}"))
     }
 }
 
@@ -424,16 +440,8 @@ async fn run_trial(s: &Arc<Shared>, t: &PlannedTrial) -> Result<ResultRecord> {
             infra_failure: Some(why),
             ..
         }) => {
-            dir.write_trajectory(&trajectory)?;
-            if why.contains(faultline_model::TOOLS_REFUSED) {
-                s.stop(&why);
-            }
-            let grade = faultline_grade::grader::infra_error(
-                case,
-                &t.trial_id,
-                t.track,
-                &format!("the model API failed: {why}"),
-            )?;
+            let why = s.record_model_outage(&dir, &trajectory, &why)?;
+            let grade = faultline_grade::grader::infra_error(case, &t.trial_id, t.track, &why)?;
             (trajectory, grade)
         }
         Ok(TrialResult {
@@ -545,11 +553,7 @@ async fn run_build_trial(s: &Arc<Shared>, t: &PlannedTrial) -> Result<ResultReco
             infra_failure: Some(why),
             ..
         }) => {
-            dir.write_trajectory(&trajectory)?;
-            if why.contains(faultline_model::TOOLS_REFUSED) {
-                s.stop(&why);
-            }
-            let why = format!("the model API failed: {why}");
+            let why = s.record_model_outage(&dir, &trajectory, &why)?;
             (trajectory, build::infra_grade(&s.build, t, &why)?)
         }
         Ok(TrialResult {
