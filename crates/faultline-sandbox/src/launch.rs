@@ -51,8 +51,8 @@ pub(crate) fn bwrap_path() -> PathBuf {
 pub(crate) struct LaunchOptions {
     /// Drop to this uid and gid, entering these user namespaces (outer, inner).
     pub(crate) dedicated: Option<(u32, u32, PathBuf, PathBuf)>,
-    /// A compiled system-call filter to hand to bubblewrap.
-    pub(crate) seccomp: Option<PathBuf>,
+    /// Hand bubblewrap the system-call filter (the launcher compiles it: it is this crate).
+    pub(crate) seccomp: bool,
     /// The largest file any sandboxed process may write, in bytes.
     pub(crate) file_size_limit: Option<u64>,
 }
@@ -71,8 +71,8 @@ impl LaunchOptions {
                 inner.into(),
             ]);
         }
-        if let Some(p) = &self.seccomp {
-            a.extend(["--seccomp".into(), p.into()]);
+        if self.seccomp {
+            a.push("--seccomp".into());
         }
         if let Some(n) = self.file_size_limit {
             a.extend(["--file-size-limit".into(), n.to_string().into()]);
@@ -130,7 +130,11 @@ impl LaunchOptions {
                 }
                 "--userns" => dedicated.1 = Some(value(i)?.into()),
                 "--userns2" => dedicated.2 = Some(value(i)?.into()),
-                "--seccomp" => opts.seccomp = Some(value(i)?.into()),
+                "--seccomp" => {
+                    opts.seccomp = true;
+                    i += 1;
+                    continue;
+                }
                 "--bwrap" => bwrap = value(i)?.into(),
                 "--command-at" => {
                     let v = value(i)?.to_string_lossy().into_owned();
@@ -182,21 +186,25 @@ fn launch(args: &[OsString]) -> Result<std::convert::Infallible, String> {
     // Files stay open across the exec for bubblewrap to read; everything else std opened is
     // close-on-exec.
     let mut kept = Vec::new();
-    let mut pass = |path: &Path| -> Result<String, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut keep = |file: std::fs::File, what: &str| -> Result<String, String> {
         rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::empty())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| format!("{what}: {e}"))?;
         let fd = file.as_raw_fd().to_string();
         kept.push(file);
         Ok(fd)
+    };
+    let mut pass = |path: &Path| -> Result<String, String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        keep(file, &path.display().to_string())
     };
     let mut prefix: Vec<String> = Vec::new();
     if let Some((_, _, outer, inner)) = &opts.dedicated {
         prefix.extend(["--userns".into(), pass(outer)?]);
         prefix.extend(["--userns2".into(), pass(inner)?]);
     }
-    if let Some(p) = &opts.seccomp {
-        prefix.extend(["--seccomp".into(), pass(p)?]);
+    if opts.seccomp {
+        let filter = crate::seccomp::program_file()?;
+        prefix.extend(["--seccomp".into(), keep(filter, "the system-call filter")?]);
     }
     // What this process holds open (the files above, whatever the harness inherited) is closed
     // before the sandboxed command runs.
@@ -234,7 +242,7 @@ mod tests {
     fn options_survive_the_command_line() {
         let opts = LaunchOptions {
             dedicated: Some((7, 8, "/proc/1/ns/user".into(), "/proc/2/ns/user".into())),
-            seccomp: Some("/tmp/filter".into()),
+            seccomp: true,
             file_size_limit: Some(1 << 20),
         };
         let args = opts.args(Invocation {

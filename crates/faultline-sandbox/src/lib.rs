@@ -207,10 +207,7 @@ impl Sandbox {
             .ok()
             .filter(|_| self.protections.dedicated_identity.is_active())
             .map(|d| (d.user.uid, d.user.gid, d.outer.clone(), d.inner.clone()));
-        let seccomp = seccomp::program_file()
-            .ok()
-            .filter(|_| self.protections.syscall_filter.is_active())
-            .map(PathBuf::from);
+        let seccomp = self.protections.syscall_filter.is_active();
         let file_size_limit = self
             .spec
             .limits

@@ -32,8 +32,6 @@ use seccompiler::{
 };
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
-use std::sync::OnceLock;
 
 /// `S_ISUID` and `S_ISGID`: the mode bits no sandboxed file may get.
 const SPECIAL_BITS: [u64; 2] = [0o4000, 0o2000];
@@ -48,22 +46,15 @@ const CLONE_NEWUSER: u64 = 0x1000_0000;
 /// The terminal ioctls that inject input.
 const INJECTING_IOCTLS: [u64; 2] = [0x5412, 0x541C];
 
-/// A file holding the compiled filter, written once per process, for the launcher to open.
-pub(crate) fn program_file() -> Result<&'static Path, String> {
-    static FILE: OnceLock<Result<tempfile::TempPath, String>> = OnceLock::new();
-    FILE.get_or_init(|| {
-        let bytes = program_bytes()?;
-        let mut file = tempfile::Builder::new()
-            .prefix("faultline-seccomp")
-            .tempfile()
-            .map_err(|e| format!("cannot write the system-call filter: {e}"))?;
-        file.write_all(&bytes)
-            .map_err(|e| format!("cannot write the system-call filter: {e}"))?;
-        Ok(file.into_temp_path())
-    })
-    .as_ref()
-    .map(|p| p.as_ref())
-    .map_err(Clone::clone)
+/// An unnamed file holding the compiled filter, for the launcher to hand to bubblewrap: it has no
+/// path, so nothing is left behind in the temporary directory when a process ends or is killed.
+pub(crate) fn program_file() -> Result<std::fs::File, String> {
+    use std::io::Seek;
+    let fail = |e: std::io::Error| format!("cannot write the system-call filter: {e}");
+    let mut file = tempfile::tempfile().map_err(fail)?;
+    file.write_all(&program_bytes()?).map_err(fail)?;
+    file.rewind().map_err(fail)?;
+    Ok(file)
 }
 
 /// The compiled filter as bubblewrap reads it: `struct sock_filter` records in native byte order.
@@ -246,6 +237,27 @@ mod tests {
         assert!(!bytes.is_empty());
         assert_eq!(bytes.len() % 8, 0);
         assert!(bytes.len() / 8 < 4096, "over the kernel's limit");
+    }
+
+    /// The filter's file had a name once, and every process that ran a sandbox left one behind.
+    #[test]
+    fn the_filter_file_has_no_name_to_leave_behind() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let mut file = program_file().unwrap();
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        assert!(
+            link.to_string_lossy().ends_with(" (deleted)"),
+            "the filter is reachable at {}",
+            link.display()
+        );
+        let mut read = Vec::new();
+        file.read_to_end(&mut read).unwrap();
+        assert_eq!(
+            read,
+            program_bytes().unwrap(),
+            "bubblewrap reads from the start"
+        );
     }
 
     #[cfg(target_arch = "x86_64")]
