@@ -85,6 +85,12 @@ pub enum SandboxError {
          build it with `cargo build -p faultline-sandbox --bin {SUPERVISOR_BIN}`, or set FAULTLINE_SUPERVISOR"
     )]
     NoSupervisor(String),
+    /// The supervisor's launcher role failed before bubblewrap started.
+    #[error(
+        "the session supervisor `{SUPERVISOR_BIN}` could not start bubblewrap: {0}\n\
+         it must come from the same build as this program (rebuild both, or set FAULTLINE_SUPERVISOR)"
+    )]
+    LauncherFailed(String),
 }
 
 impl From<std::io::Error> for SandboxError {
@@ -435,12 +441,14 @@ pub async fn check_available() -> Result<(), SandboxError> {
     let out = sandbox
         .exec(&ExecRequest::argv(["/bin/true"], Duration::from_secs(30)))
         .await?;
+    let why = out.stderr.text.trim().to_string();
     if out.success() {
         Ok(())
+    } else if why.starts_with(&format!("{SUPERVISOR_BIN} {}:", launch::ROLE)) {
+        // The launcher refused before bubblewrap ran: typically a supervisor from another build.
+        Err(SandboxError::LauncherFailed(why))
     } else {
-        Err(SandboxError::Unavailable(
-            out.stderr.text.trim().to_string(),
-        ))
+        Err(SandboxError::Unavailable(why))
     }
 }
 
