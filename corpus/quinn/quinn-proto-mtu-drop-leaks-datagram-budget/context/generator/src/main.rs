@@ -12,13 +12,11 @@ use std::sync::Mutex;
 
 static PANIC: Mutex<Option<String>> = Mutex::new(None);
 
+/// `.../src/connection/datagrams.rs` -> `src/connection/datagrams.rs`, whatever directory the
+/// crate was built from.
 fn short(file: &str) -> String {
     match file.rfind("/src/") {
-        Some(i) => {
-            let head = &file[..i];
-            let krate = head.rsplit('/').next().unwrap_or("");
-            format!("{}/{}", krate, &file[i + 1..])
-        }
+        Some(i) => file[i + 1..].to_string(),
         None => file.to_string(),
     }
 }
@@ -101,7 +99,7 @@ fn main() {
         let late = out.received_queued_ms.iter().filter(|&&q| q >= plan.shrink_at_ms).count();
         println!("datagrams received by the collector: {} in total, {} of them queued after the path shrank", out.received_queued_ms.len(), late);
         match res {
-            Err(_) => println!("\nThe unit's application thread {}", PANIC.lock().unwrap().clone().unwrap_or_default()),
+            Err(_) => println!("\nThe unit's application thread (quinn-proto 0.11.8) {}", PANIC.lock().unwrap().clone().unwrap_or_default()),
             Ok(()) => {
                 println!("black holes detected (client stats): {}; connection alive at the end: {}", out.black_holes, out.alive);
                 println!(
