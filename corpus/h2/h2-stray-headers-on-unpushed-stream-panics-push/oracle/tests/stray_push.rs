@@ -318,14 +318,14 @@ pub async fn run(plan: Plan, log: Arc<Mutex<Log>>) {
             }
             Ok::<u16, String>(status)
         };
-        let got = match tokio::time::timeout(Duration::from_secs(5), answer).await {
+        let got = match tokio::time::timeout(Duration::from_secs(1), answer).await {
             Ok(r) => r,
-            Err(_) => Err("no answer within 5 s".into()),
+            Err(_) => Err("no answer within 1 s".into()),
         };
         log.lock().unwrap().answers.push(got);
     }
     drop(client);
-    let res = tokio::time::timeout(Duration::from_secs(5), conn_task).await;
+    let res = tokio::time::timeout(Duration::from_secs(1), conn_task).await;
     server_task.abort();
     if let Ok(Err(join)) = res {
         if join.is_panic() {
@@ -354,7 +354,7 @@ pub fn check(plan: &Plan, log: &Log) -> Result<(), String> {
     for (i, a) in log.answers.iter().enumerate() {
         match a {
             Ok(200) => {}
-            Err(e) if e.contains("within 5 s") => {
+            Err(e) if e.contains("within 1 s") => {
                 return Err(format!("request {i} hung: {e}"));
             }
             Err(e) if !closed_on_error || i < log.stray_after_answers => {
