@@ -25,6 +25,12 @@ pub(crate) const ROLE: &str = "launch";
 /// first when memory runs out.
 const OOM_SCORE_ADJ: &str = "1000";
 
+/// How the launcher's own errors begin on standard error, so that a caller can tell them from
+/// bubblewrap's.
+pub(crate) fn refusal_prefix() -> String {
+    format!("{} {ROLE}:", crate::SUPERVISOR_BIN)
+}
+
 /// The supervisor binary, which carries the launcher role.
 pub(crate) fn launcher() -> Result<PathBuf, SandboxError> {
     crate::supervisor_path()
@@ -168,7 +174,7 @@ pub(crate) fn main(args: &[OsString]) -> ExitCode {
     match launch(args) {
         Ok(never) => match never {},
         Err(e) => {
-            eprintln!("faultline-supervisor {ROLE}: {e}");
+            eprintln!("{} {e}", refusal_prefix());
             ExitCode::from(125)
         }
     }

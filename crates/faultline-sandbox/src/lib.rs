@@ -444,7 +444,7 @@ pub async fn check_available() -> Result<(), SandboxError> {
     let why = out.stderr.text.trim().to_string();
     if out.success() {
         Ok(())
-    } else if why.starts_with(&format!("{SUPERVISOR_BIN} {}:", launch::ROLE)) {
+    } else if why.starts_with(&launch::refusal_prefix()) {
         // The launcher refused before bubblewrap ran: typically a supervisor from another build.
         Err(SandboxError::LauncherFailed(why))
     } else {
