@@ -91,11 +91,45 @@ pub(crate) fn features() -> Option<Features> {
     })
 }
 
+/// What the sandbox `/etc` directories in the host's temporary directory are named; a killed
+/// process leaves its own behind, which a later process removes ([`sweep_stale_etc`]).
+const ETC_PREFIX: &str = "faultline-sandbox-etc-";
+
+/// How old an unlocked `/etc` directory must be before a sweep removes it: a directory is
+/// locked right after it is made, so a younger one may be in the moment between the two.
+const ETC_SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A sandbox's own `/etc` on the host, locked (`flock`) for as long as it lives: the lock dies
+/// with the process however it ends, which tells a sweep the directory is left over.
+#[derive(Debug)]
+pub(crate) struct EtcDir {
+    // Dropped in order: the directory is removed before its lock is released.
+    dir: tempfile::TempDir,
+    _lock: std::fs::File,
+}
+
+impl EtcDir {
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
 /// Makes the sandbox's `/etc`: one prepared directory mounted as a whole (a bind mount per file
-/// made a third of bubblewrap's start-up time), with its own accounts and hosts.
-pub(crate) fn make_etc() -> Result<tempfile::TempDir, SandboxError> {
+/// made a third of bubblewrap's start-up time), with its own accounts and hosts. The first call
+/// in a process removes what killed processes left.
+pub(crate) fn make_etc() -> Result<EtcDir, SandboxError> {
     use std::os::unix::fs::PermissionsExt;
-    let etc = tempfile::Builder::new().prefix("faultline-etc").tempdir()?;
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let tmp = std::env::temp_dir();
+    SWEPT.call_once(|| {
+        sweep_stale_etc(&tmp, ETC_SWEEP_AGE);
+    });
+    let dir = tempfile::Builder::new()
+        .prefix(ETC_PREFIX)
+        .tempdir_in(&tmp)?;
+    let lock = std::fs::File::open(dir.path())?;
+    lock.try_lock().map_err(std::io::Error::from)?;
+    let etc = EtcDir { dir, _lock: lock };
     std::fs::set_permissions(etc.path(), std::fs::Permissions::from_mode(0o755))?;
     for dir in ETC_DIRS {
         // Mount points: the mounted /etc is read-only, so bubblewrap cannot make them.
@@ -117,6 +151,34 @@ pub(crate) fn make_etc() -> Result<tempfile::TempDir, SandboxError> {
         "127.0.0.1 localhost sandbox\n::1 localhost\n",
     )?;
     Ok(etc)
+}
+
+/// Removes the `/etc` directories in `tmp` that no process holds and that are older than
+/// `min_age`; how many it removed. Errors (another user's directory, a race with a second
+/// sweep) leave a directory where it is.
+fn sweep_stale_etc(tmp: &Path, min_age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(ETC_PREFIX) {
+            continue;
+        }
+        let Ok(dir) = std::fs::File::open(entry.path()) else {
+            continue;
+        };
+        let old = dir
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= min_age);
+        if old && dir.try_lock().is_ok() && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Copies a file, symbolic link or directory tree, leaving out whatever not every user of the
@@ -358,4 +420,60 @@ pub(crate) fn close_fds_prefix(fds: &[u32]) -> Vec<String> {
         format!("exec {} \"$@\"", closes.join(" ")),
         "faultline-close-fds".to_string(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn backdate(dir: &Path) {
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::open(dir)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_sweep_removes_only_old_etc_directories_nobody_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        // What a killed process leaves: an old directory whose lock died with it.
+        let left = tmp.path().join(format!("{ETC_PREFIX}left"));
+        std::fs::create_dir_all(left.join("ssl/certs")).unwrap();
+        std::fs::write(left.join("passwd"), "").unwrap();
+        backdate(&left);
+        // A live process's, as old.
+        let held = tmp.path().join(format!("{ETC_PREFIX}held"));
+        std::fs::create_dir(&held).unwrap();
+        let lock = std::fs::File::open(&held).unwrap();
+        lock.try_lock().unwrap();
+        backdate(&held);
+        // One just made, not locked yet.
+        let young = tmp.path().join(format!("{ETC_PREFIX}young"));
+        std::fs::create_dir(&young).unwrap();
+        // Not ours.
+        let other = tmp.path().join("faultline-etc-other");
+        std::fs::create_dir(&other).unwrap();
+        backdate(&other);
+
+        assert_eq!(sweep_stale_etc(tmp.path(), ETC_SWEEP_AGE), 1);
+        assert!(!left.exists());
+        assert!(held.exists() && young.exists() && other.exists());
+        drop(lock);
+        assert_eq!(sweep_stale_etc(tmp.path(), ETC_SWEEP_AGE), 1);
+        assert!(!held.exists() && young.exists());
+    }
+
+    #[test]
+    fn a_live_etc_directory_is_locked_and_gone_when_dropped() {
+        let etc = make_etc().unwrap();
+        let path = etc.path().to_owned();
+        assert!(path.join("passwd").is_file());
+        let other = std::fs::File::open(&path).unwrap();
+        assert!(other.try_lock().is_err(), "a live /etc must be locked");
+        drop(other);
+        drop(etc);
+        assert!(!path.exists());
+    }
 }

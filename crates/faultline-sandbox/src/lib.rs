@@ -104,7 +104,7 @@ impl From<std::io::Error> for SandboxError {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     spec: SandboxSpec,
-    etc: Arc<tempfile::TempDir>,
+    etc: Arc<bwrap::EtcDir>,
     features: Option<Features>,
     protections: Protections,
     /// The supervisor binary (launcher, write restriction, sessions), when there is one.
