@@ -5,6 +5,7 @@
 //! network; the only I/O is reading and atomically writing these files ([`io`]), laid out in a
 //! run directory as [`rundir`] says.
 
+pub mod bench;
 pub mod build;
 pub mod bundle;
 pub mod case;

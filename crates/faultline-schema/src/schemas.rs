@@ -45,6 +45,10 @@ pub fn all() -> Vec<(&'static str, String)> {
             pretty(schema_for!(crate::report::PackManifest)),
         ),
         (
+            "bench-store.schema.json",
+            pretty(schema_for!(crate::bench::StoreBench)),
+        ),
+        (
             "validation.schema.json",
             pretty(schema_for!(crate::validation::ValidationReport)),
         ),

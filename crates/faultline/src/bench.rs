@@ -68,11 +68,18 @@ pub enum BenchCommand {
     /// Preparing the given cases from an empty data directory (cargo's package cache warm), with
     /// the object store they share, against bare `cargo build` and `cargo test --no-run` of
     /// their buggy and fixed crates (and oracles) in scratch copies; and the disk the prepared
-    /// cases take, per case, in all and projected to 60 cases. Needs room for them twice over.
+    /// cases take, per case, in all and projected to 60 cases. Needs room for the prepared
+    /// cases and one case's bare builds.
     Store {
         /// Case ids.
         #[arg(required = true)]
         cases: Vec<String>,
+        /// Keep the bench's data directory and its measurements (`bench-store.json`) here
+        /// instead of in the scratch space: run the same command again to resume a killed
+        /// bench, measuring only the cases it has not [default: a scratch directory removed
+        /// at the end]
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// Shards of one run (the gold and null baselines) at once on a data directory
     /// prepared once and shared read-only (`prepare`, then `--scratch`), against the same
@@ -382,9 +389,9 @@ pub async fn run(env: &Env, cmd: BenchCommand) -> Result<ExitCode> {
             }
             report("grade a repair", graded, "incremental cargo test", plain);
         }
-        BenchCommand::Store { cases } => {
+        BenchCommand::Store { cases, dir } => {
             let cases = cases.iter().map(|c| get(c)).collect::<Result<Vec<_>>>()?;
-            return crate::bench_store::run(env, &cases, &toolchain).await;
+            return crate::bench_store::run(env, &cases, &toolchain, dir.as_deref()).await;
         }
         BenchCommand::Shards {
             cases,

@@ -7,6 +7,8 @@ use anyhow::{Context, Result, bail};
 use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, Template, prepare};
 use faultline_sandbox::{ExecRequest, Identity, Sandbox, Toolchain};
+use faultline_schema::bench::{STORE_BENCH_FILE, STORE_BENCH_SCHEMA_VERSION, StoreBench};
+use faultline_schema::io::{read_json, write_json_atomic};
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -19,21 +21,68 @@ const PROJECTED_CASES: f64 = 60.0;
 /// How long one bare build may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 
-/// Prepares `cases` into a new data directory in the scratch space, then builds each case's
-/// buggy and fixed crates (and its oracle) bare, and prints both with their ratio.
-pub async fn run(env: &Env, cases: &[Case], toolchain: &Toolchain) -> Result<ExitCode> {
-    let scratch = env.data.scratch_dir("bench")?;
-    let data = DataDir::new(scratch.path().join("data"));
+/// Prepares `cases` into a new data directory (in the scratch space, or `dir` to resume a
+/// killed bench there), builds each case's buggy and fixed crates (and its oracle) bare right
+/// after, and prints both with their ratio and the disk the prepared cases take.
+pub async fn run(
+    env: &Env,
+    cases: &[Case],
+    toolchain: &Toolchain,
+    dir: Option<&Path>,
+) -> Result<ExitCode> {
+    let scratch;
+    let root = match dir {
+        Some(dir) => dir.to_owned(),
+        None => {
+            scratch = env.data.scratch_dir("bench")?;
+            scratch.path().to_owned()
+        }
+    };
+    let data = DataDir::new(root.join("data"));
+    let file = root.join(STORE_BENCH_FILE);
+    let mut bench = read_progress(&file)?;
+    let before = cases
+        .iter()
+        .filter(|c| {
+            let left = to_do(&bench, c.id());
+            !left.prepare && !left.bare
+        })
+        .count();
+    if before > 0 {
+        println!(
+            "{}: {before} of the {} cases measured before, not measured again",
+            file.display(),
+            cases.len()
+        );
+    }
     let mut prepared = Vec::new();
-    let mut prepare_secs = 0.0;
     for case in cases {
-        let started = Instant::now();
-        let p = prepare(case, &data, toolchain, &PrepareOptions::default()).await?;
-        let secs = started.elapsed().as_secs_f64();
-        prepare_secs += secs;
-        println!("{}: prepared in {secs:.1}s", case.id());
+        let left = to_do(&bench, case.id());
+        let p = if left.prepare {
+            let row = bench.entry(case.id());
+            row.resumed = left.resumed;
+            row.load_before = load_average();
+            write_json_atomic(&file, &bench)?;
+            let started = Instant::now();
+            let p = prepare(case, &data, toolchain, &PrepareOptions::default()).await?;
+            let secs = started.elapsed().as_secs_f64();
+            bench.entry(case.id()).prepare_secs = Some(secs);
+            write_json_atomic(&file, &bench)?;
+            let again = if left.resumed { " (resumed)" } else { "" };
+            println!("{}: prepared in {secs:.1}s{again}", case.id());
+            p
+        } else {
+            prepare(case, &data, toolchain, &PrepareOptions::default()).await?
+        };
+        if left.bare {
+            let secs = bare_builds(&data, &p, toolchain).await?;
+            bench.entry(case.id()).bare_secs = Some(secs);
+            write_json_atomic(&file, &bench)?;
+            println!("{}: bare builds in {secs:.1}s", case.id());
+        }
         prepared.push(p);
     }
+
     let mut seen = BTreeSet::new();
     let objects = bytes_below(data.objects().dir(), &mut seen)?;
     let mut own_total = 0;
@@ -57,18 +106,80 @@ pub async fn run(env: &Env, cases: &[Case], toolchain: &Toolchain) -> Result<Exi
         gb((total as f64 / n * PROJECTED_CASES) as u64)
     );
 
-    let mut bare_secs = 0.0;
-    for (case, p) in cases.iter().zip(&prepared) {
-        let secs = bare_builds(&data, p, toolchain).await?;
-        println!("{}: bare builds in {secs:.1}s", case.id());
-        bare_secs += secs;
-    }
+    let rows: Vec<_> = bench
+        .cases
+        .iter()
+        .filter(|row| cases.iter().any(|c| c.id() == row.case_id))
+        .collect();
+    let prepare_secs: f64 = rows.iter().filter_map(|r| r.prepare_secs).sum();
+    let bare_secs: f64 = rows.iter().filter_map(|r| r.bare_secs).sum();
+    let resumed = rows.iter().filter(|r| r.resumed).count();
     println!(
         "prepare: {prepare_secs:.1}s, bare cargo build + test --no-run of buggy, fixed and \
-         oracle: {bare_secs:.1}s, ratio {:.2}x",
-        prepare_secs / bare_secs
+         oracle: {bare_secs:.1}s, ratio {:.2}x{}",
+        prepare_secs / bare_secs,
+        if resumed > 0 {
+            format!(
+                "; preparations resumed after a kill: {resumed} (timed from where they \
+                 stood, which understates them)"
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What is left to measure of a case.
+#[derive(Debug)]
+struct ToDo {
+    prepare: bool,
+    /// A bench was killed while preparing it.
+    resumed: bool,
+    bare: bool,
+}
+
+fn to_do(bench: &StoreBench, case_id: &str) -> ToDo {
+    match bench.cases.iter().find(|row| row.case_id == case_id) {
+        None => ToDo {
+            prepare: true,
+            resumed: false,
+            bare: true,
+        },
+        Some(row) => ToDo {
+            prepare: row.prepare_secs.is_none(),
+            resumed: row.prepare_secs.is_none() || row.resumed,
+            bare: row.bare_secs.is_none(),
+        },
+    }
+}
+
+/// The measurements a killed bench left in `file`, or none; a file this version cannot read is
+/// an error, not a fresh start, so that no measurement is lost.
+fn read_progress(file: &Path) -> Result<StoreBench> {
+    if !file.exists() {
+        return Ok(StoreBench::new());
+    }
+    let bench: StoreBench = read_json(file, "record of bench store measurements")?;
+    if bench.schema_version != STORE_BENCH_SCHEMA_VERSION {
+        bail!(
+            "{}: format version {} (this faultline reads {STORE_BENCH_SCHEMA_VERSION}); move it \
+             away to measure from the start",
+            file.display(),
+            bench.schema_version
+        );
+    }
+    Ok(bench)
+}
+
+/// The one-minute load average, where the host says it.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Seconds of bare `cargo build` and `cargo test --no-run` of the buggy and the fixed crate in
@@ -144,4 +255,49 @@ fn bytes_below(dir: &Path, seen: &mut BTreeSet<(u64, u64)>) -> Result<u64> {
 
 fn gb(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_bench_measures_only_what_it_has_not() {
+        let mut bench = StoreBench::new();
+        let fresh = to_do(&bench, "a");
+        assert!(fresh.prepare && fresh.bare && !fresh.resumed);
+        // Killed while preparing `a`: its entry was written before the preparation began.
+        bench.entry("a").load_before = Some(1.0);
+        let killed = to_do(&bench, "a");
+        assert!(killed.prepare && killed.resumed && killed.bare);
+        // Killed during its bare builds: only they are left, and the resumed mark stays.
+        bench.entry("a").resumed = true;
+        bench.entry("a").prepare_secs = Some(12.0);
+        let half = to_do(&bench, "a");
+        assert!(!half.prepare && half.bare && half.resumed);
+        bench.entry("a").bare_secs = Some(30.0);
+        assert!(!to_do(&bench, "a").prepare && !to_do(&bench, "a").bare);
+        assert_eq!(bench.cases.len(), 1);
+    }
+
+    #[test]
+    fn measurements_survive_a_restart_and_an_unreadable_file_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(STORE_BENCH_FILE);
+        assert_eq!(read_progress(&file).unwrap(), StoreBench::new());
+        let mut bench = StoreBench::new();
+        bench.entry("a").prepare_secs = Some(12.5);
+        write_json_atomic(&file, &bench).unwrap();
+        assert_eq!(read_progress(&file).unwrap(), bench);
+
+        std::fs::write(&file, "{ not json").unwrap();
+        let err = read_progress(&file).unwrap_err().to_string();
+        assert!(err.contains(STORE_BENCH_FILE), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
+
+        bench.schema_version = 99;
+        write_json_atomic(&file, &bench).unwrap();
+        let err = read_progress(&file).unwrap_err().to_string();
+        assert!(err.contains("format version 99"), "{err}");
+    }
 }
