@@ -11,6 +11,7 @@ mod measure;
 pub use measure::{Measured, measure_buggy_failure_rate};
 
 use crate::libtest::RunVerdict;
+use crate::seeds::ROBUSTNESS_SEED_BASE;
 use crate::verdict::{Judged, VerdictPlan, fresh_seed, judge_regression, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
@@ -21,7 +22,7 @@ use faultline_corpus::{
 };
 use faultline_sandbox::{LimitHit, Toolchain};
 use faultline_schema::validation::{CaseValidation, OracleRun, RegressionRun, VariantResult};
-use faultline_schema::{OracleKind, RegressionTarget};
+use faultline_schema::{GradingSettings, OracleKind, RegressionTarget};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -223,6 +224,21 @@ pub async fn validate_case(
             "the oracle passes with the gold patch in only {gold_passes} of {k} runs; it is flaky or wrong"
         ));
     }
+    let robustness_failed: Vec<String> = gold_result
+        .robustness_runs
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.seed.to_string())
+        .collect();
+    if !robustness_failed.is_empty() {
+        report.problems.push(format!(
+            "the oracle fails with the gold patch on seed {} of the {} grading checks every \
+             repair's robustness on (from {ROBUSTNESS_SEED_BASE}), so a correct repair would be \
+             graded fail_robustness; the oracle is flaky or wrong for some seeds",
+            robustness_failed.join(", "),
+            gold_result.robustness_runs.len()
+        ));
+    }
     report.buggy = Some(buggy);
     report.gold = Some(gold_result);
     report.passed = report.problems.is_empty();
@@ -273,6 +289,7 @@ pub async fn run_variant(
             build_error: Some(format!("the patch does not apply: {e}")),
             build_secs: 0.0,
             runs: Vec::new(),
+            robustness_runs: Vec::new(),
             regression: None,
         });
     }
@@ -287,6 +304,7 @@ pub async fn run_variant(
                 build_error: Some(format!("the oracle's tests cannot be wrapped: {e:#}")),
                 build_secs: 0.0,
                 runs: Vec::new(),
+                robustness_runs: Vec::new(),
                 regression: None,
             });
         }
@@ -328,11 +346,28 @@ pub async fn run_variant(
             test_secs: run.test_secs,
         });
     }
+    // Grading checks a repair of a seeded oracle on further seeds; the gold patch must pass them.
+    let mut robustness_runs = Vec::new();
+    if variant == Variant::Gold && m.oracle.seeded {
+        let count = GradingSettings::default().robustness_seeds;
+        for seed in (0..u64::from(count)).map(|i| ROBUSTNESS_SEED_BASE + i) {
+            let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
+            robustness_runs.push(OracleRun {
+                seed,
+                verdict: run.verdict,
+                passed: run.verdict == RunVerdict::Pass,
+                failed: run.verdict.is_failure(),
+                wall_secs: run.wall_secs,
+                test_secs: run.test_secs,
+            });
+        }
+    }
     if variant == Variant::Decoy && runs.iter().all(|r| r.failed) {
         return Ok(VariantResult {
             build_error: None,
             build_secs,
             runs,
+            robustness_runs: Vec::new(),
             regression: None,
         });
     }
@@ -347,6 +382,7 @@ pub async fn run_variant(
                     build_error: Some(stderr),
                     build_secs,
                     runs,
+                    robustness_runs: Vec::new(),
                     regression: None,
                 });
             }
@@ -369,6 +405,7 @@ pub async fn run_variant(
         build_error: None,
         build_secs,
         runs,
+        robustness_runs,
         regression: Some(run),
     })
 }
@@ -540,6 +577,7 @@ fn unbuilt(stderr: String, build_started: Instant) -> VariantResult {
         build_error: Some(stderr),
         build_secs: build_started.elapsed().as_secs_f64(),
         runs: Vec::new(),
+        robustness_runs: Vec::new(),
         regression: None,
     }
 }

@@ -234,6 +234,48 @@ async fn a_flaky_oracle_is_rejected() {
     );
 }
 
+/// Grading checks a repair of a seeded oracle on seeds validation's k runs never use; an oracle
+/// that breaks on one of them would fail every correct repair, so validation runs the gold patch
+/// on them too.
+#[tokio::test]
+async fn an_oracle_the_gold_patch_fails_on_a_robustness_seed_is_rejected() {
+    let root = tempfile::tempdir().unwrap();
+    let case = write_case(root.path(), "toy-robustness-seed", |dir| {
+        let narrow = ORACLE_MERGE.replace(
+            "    let mut a = GCounter::new();",
+            "    let seed: u64 = std::env::var(\"FAULTLINE_SEED\").unwrap().parse().unwrap();\n    \
+             assert_ne!(seed, 1002, \"breaks on one seed\");\n    let mut a = GCounter::new();",
+        );
+        assert_ne!(narrow, ORACLE_MERGE, "the oracle changed shape");
+        fs::write(dir.join("oracle/tests/merge.rs"), narrow).unwrap();
+    });
+    let v = validate_k(&case, &root.path().join("data"), 2).await;
+    assert!(!v.passed);
+    assert_eq!(v.gold_passes(), 2, "{}", problems(&v));
+    let gold = v.gold.as_ref().unwrap();
+    let seeds: Vec<(u64, bool)> = gold
+        .robustness_runs
+        .iter()
+        .map(|r| (r.seed, r.passed))
+        .collect();
+    assert_eq!(
+        seeds,
+        vec![
+            (1000, true),
+            (1001, true),
+            (1002, false),
+            (1003, true),
+            (1004, true)
+        ]
+    );
+    assert!(
+        problems(&v).contains("fails with the gold patch on seed 1002 of the 5"),
+        "{}",
+        problems(&v)
+    );
+    assert!(v.buggy.as_ref().unwrap().robustness_runs.is_empty());
+}
+
 #[tokio::test]
 async fn a_labeled_block_outside_the_source_is_rejected() {
     let root = tempfile::tempdir().unwrap();

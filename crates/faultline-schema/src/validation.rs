@@ -210,6 +210,11 @@ pub struct VariantResult {
     pub build_secs: f64,
     /// One entry per oracle run.
     pub runs: Vec<OracleRun>,
+    /// With the gold patch of a seeded oracle: one run on each seed grading checks a repair's
+    /// robustness on by default, which a correct repair must pass too (absent in reports
+    /// written before they were run; empty for other versions).
+    #[serde(default)]
+    pub robustness_runs: Vec<OracleRun>,
     /// The regression tests, run once.
     pub regression: Option<RegressionRun>,
 }

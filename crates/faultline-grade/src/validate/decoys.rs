@@ -30,6 +30,7 @@ pub async fn run_decoys(
                     build_error: None,
                     build_secs: 0.0,
                     runs: Vec::new(),
+                    robustness_runs: Vec::new(),
                     regression: None,
                 },
                 Some(format!("{e:#}")),
