@@ -27,6 +27,7 @@ use yamux::{Config, Connection, Mode, Stream};
 
 const HEADER: usize = 12;
 const TY_DATA: u8 = 0;
+const TY_WINDOW_UPDATE: u8 = 1;
 const TY_PING: u8 = 2;
 const TY_GO_AWAY: u8 = 3;
 const SYN: u16 = 1;
@@ -35,6 +36,8 @@ const FIN: u16 = 4;
 /// The initial receive window of every stream, from the yamux specification.
 const WINDOW: usize = 256 * 1024;
 const PROTOCOL_ERROR: u32 = 1;
+/// The largest frame body yamux decodes.
+const MAX_BODY: usize = 1024 * 1024;
 
 #[derive(Default)]
 struct Wire {
@@ -109,6 +112,9 @@ struct Peer {
     rx: Vec<u8>,
     go_away: Vec<u32>,
     pongs: usize,
+    /// Bytes P may still send on each stream: the initial window, less what P sent, plus the
+    /// credit V granted since (V grows a stream's window as its application keeps up).
+    credit: BTreeMap<u32, usize>,
 }
 
 impl Peer {
@@ -122,6 +128,7 @@ impl Peer {
         while self.rx.len() >= HEADER {
             let ty = self.rx[1];
             let flags = u16::from_be_bytes([self.rx[2], self.rx[3]]);
+            let sid = u32::from_be_bytes([self.rx[4], self.rx[5], self.rx[6], self.rx[7]]);
             let len = u32::from_be_bytes([self.rx[8], self.rx[9], self.rx[10], self.rx[11]]);
             let blen = if ty == TY_DATA { len as usize } else { 0 };
             if self.rx.len() < HEADER + blen {
@@ -130,6 +137,7 @@ impl Peer {
             self.rx.drain(..HEADER + blen);
             match ty {
                 TY_GO_AWAY => self.go_away.push(len),
+                TY_WINDOW_UPDATE => *self.credit.entry(sid).or_insert(WINDOW) += len as usize,
                 TY_PING if flags & ACK != 0 => self.pongs += 1,
                 TY_PING => self.send(&header(TY_PING, ACK, 0, len)),
                 _ => {}
@@ -197,7 +205,8 @@ impl Node {
 pub struct Plan {
     /// Sizes of the streams P opens properly first (each at most one window).
     pub honest: Vec<usize>,
-    /// Bytes in the offending frame (more than one window).
+    /// Bytes in the offending frame when it opens a stream (more than one window); on an open
+    /// stream it goes as far beyond the credit V granted as this goes beyond one window.
     pub oversized: usize,
     /// The offending frame opens a new stream (true) or goes on the last honest stream.
     pub opens: bool,
@@ -266,7 +275,7 @@ pub fn plan_for_seed(seed: u64) -> Plan {
     Plan {
         oversized: match r.range(0, 2) {
             0 => WINDOW + r.range(1, 64) as usize,
-            _ => r.range(WINDOW as u64 + 1, 1024 * 1024) as usize,
+            _ => r.range(WINDOW as u64 + 1, MAX_BODY as u64) as usize,
         },
         opens,
         fin: r.range(0, 1) == 0,
@@ -288,28 +297,33 @@ fn run_inner(plan: &Plan, out: &mut Outcome) {
         rx: Vec::new(),
         go_away: Vec::new(),
         pongs: 0,
+        credit: BTreeMap::new(),
     };
     let mut sid = 1;
     for &len in &plan.honest {
         p.send(&data(sid, SYN, &body(sid, len)));
+        *p.credit.entry(sid).or_insert(WINDOW) -= len;
         v.drive();
         p.read();
         out.log.push(format!("P opens stream {sid} with a {len} byte frame"));
         sid += 2;
     }
     let target = if plan.opens { sid } else { sid - 2 };
+    let credit = p.credit.get(&target).copied().unwrap_or(WINDOW);
+    // Still a frame V's decoder takes: a larger one is refused before any window check.
+    let size = (credit + (plan.oversized - WINDOW)).min(MAX_BODY);
+    assert!(size > credit, "plan cannot exceed a credit of {credit} bytes in one frame");
     let mut flags = if plan.opens { SYN } else { 0 };
     if plan.fin {
         flags |= FIN;
     }
-    let mut batch = data(target, flags, &body(target, plan.oversized));
+    let mut batch = data(target, flags, &body(target, size));
     for k in 0..plan.pings_after {
         batch.extend(header(TY_PING, SYN, 0, 100 + k));
     }
     p.send(&batch);
     out.log.push(format!(
-        "P sends a {} byte data frame {} stream {target}{}{}",
-        plan.oversized,
+        "P sends a {size} byte data frame {} stream {target}{}{}",
         if plan.opens { "opening" } else { "on the open" },
         if plan.fin { " with FIN" } else { "" },
         if plan.pings_after > 0 {
