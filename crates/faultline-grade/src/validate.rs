@@ -334,34 +334,15 @@ pub async fn run_variant(
     let mut build_secs = build_started.elapsed().as_secs_f64();
     bench.hide(&plan.hidden_sources(&bench))?;
     let timeout = Duration::from_secs(m.oracle.timeout_secs);
-    let mut runs = Vec::new();
-    for seed in 1..=u64::from(k) {
-        let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
-        runs.push(OracleRun {
-            seed,
-            verdict: run.verdict,
-            passed: run.verdict == RunVerdict::Pass,
-            failed: run.verdict.is_failure(),
-            wall_secs: run.wall_secs,
-            test_secs: run.test_secs,
-        });
-    }
+    let runs = oracle_runs(&bench, &binaries, &plan, 1..=u64::from(k), timeout).await?;
     // Grading checks a repair of a seeded oracle on further seeds; the gold patch must pass them.
-    let mut robustness_runs = Vec::new();
-    if variant == Variant::Gold && m.oracle.seeded {
-        let count = GradingSettings::default().robustness_seeds;
-        for seed in (0..u64::from(count)).map(|i| ROBUSTNESS_SEED_BASE + i) {
-            let run = run_oracle(&bench, &binaries, &plan, seed, timeout).await?;
-            robustness_runs.push(OracleRun {
-                seed,
-                verdict: run.verdict,
-                passed: run.verdict == RunVerdict::Pass,
-                failed: run.verdict.is_failure(),
-                wall_secs: run.wall_secs,
-                test_secs: run.test_secs,
-            });
-        }
-    }
+    let robustness_runs = if variant == Variant::Gold && m.oracle.seeded {
+        let count = u64::from(GradingSettings::default().robustness_seeds);
+        let seeds = ROBUSTNESS_SEED_BASE..ROBUSTNESS_SEED_BASE + count;
+        oracle_runs(&bench, &binaries, &plan, seeds, timeout).await?
+    } else {
+        Vec::new()
+    };
     if variant == Variant::Decoy && runs.iter().all(|r| r.failed) {
         return Ok(VariantResult {
             build_error: None,
@@ -569,6 +550,29 @@ async fn build_with_fallback(
         built = bench.build(targets).await?;
     }
     Ok(built.map_err(|failure| failure.stderr))
+}
+
+/// One oracle run per seed, in order.
+async fn oracle_runs(
+    bench: &Workbench,
+    binaries: &[TestBinary],
+    plan: &VerdictPlan,
+    seeds: impl Iterator<Item = u64>,
+    timeout: Duration,
+) -> Result<Vec<OracleRun>> {
+    let mut runs = Vec::new();
+    for seed in seeds {
+        let run = run_oracle(bench, binaries, plan, seed, timeout).await?;
+        runs.push(OracleRun {
+            seed,
+            verdict: run.verdict,
+            passed: run.verdict == RunVerdict::Pass,
+            failed: run.verdict.is_failure(),
+            wall_secs: run.wall_secs,
+            test_secs: run.test_secs,
+        });
+    }
+    Ok(runs)
 }
 
 /// The result of a version that did not build.
