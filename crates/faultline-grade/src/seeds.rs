@@ -9,3 +9,9 @@ pub const PRIMARY_SEED: u64 = 1;
 
 /// Robustness seeds start here, well away from validation's k seeds.
 pub const ROBUSTNESS_SEED_BASE: u64 = 1_000;
+
+/// The `count` seeds a repair's robustness is checked on, in order; grading and validation both
+/// take them from here.
+pub fn robustness_seeds(count: u32) -> impl Iterator<Item = u64> {
+    (0..u64::from(count)).map(|i| ROBUSTNESS_SEED_BASE + i)
+}

@@ -14,7 +14,7 @@ use regression::regression_under_load;
 pub use regression::{Regression, run_regression};
 
 use crate::libtest::RunVerdict;
-use crate::seeds::ROBUSTNESS_SEED_BASE;
+use crate::seeds::{ROBUSTNESS_SEED_BASE, robustness_seeds};
 use crate::verdict::{VerdictPlan, fresh_seed, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
 use anyhow::Result;
@@ -339,8 +339,7 @@ pub async fn run_variant(
     let runs = oracle_runs(&bench, &binaries, &plan, 1..=u64::from(k), timeout).await?;
     // Grading checks a repair of a seeded oracle on further seeds; the gold patch must pass them.
     let robustness_runs = if variant == Variant::Gold && m.oracle.seeded {
-        let count = u64::from(GradingSettings::default().robustness_seeds);
-        let seeds = ROBUSTNESS_SEED_BASE..ROBUSTNESS_SEED_BASE + count;
+        let seeds = robustness_seeds(GradingSettings::default().robustness_seeds);
         oracle_runs(&bench, &binaries, &plan, seeds, timeout).await?
     } else {
         Vec::new()

@@ -5,7 +5,7 @@
 use super::{GradeContext, begin, cap, conclude, still_intact};
 use crate::libtest::RunVerdict;
 use crate::patch::{check_tests_kept, filter_patch, restore_tests, split_patch};
-use crate::seeds::{PRIMARY_SEED, ROBUSTNESS_SEED_BASE};
+use crate::seeds::{PRIMARY_SEED, robustness_seeds};
 use crate::validate::run_regression;
 use crate::verdict::{OracleVerdict, VerdictPlan, fresh_seed, run_oracle};
 use crate::workbench::{BuildTarget, TestBinary, Workbench};
@@ -207,15 +207,8 @@ async fn repair_inner(
         ));
     }
     if ctx.case.manifest.oracle.seeded {
-        for i in 0..opts.robustness_seeds {
-            let v = run_oracle(
-                &bench,
-                &oracle_binaries,
-                &plan,
-                ROBUSTNESS_SEED_BASE + u64::from(i),
-                timeout,
-            )
-            .await?;
+        for seed in robustness_seeds(opts.robustness_seeds) {
+            let v = run_oracle(&bench, &oracle_binaries, &plan, seed, timeout).await?;
             if v.verdict == RunVerdict::Tampered {
                 return Ok(forged(&v, details));
             }
