@@ -69,6 +69,17 @@ async fn the_gold_patch_passes_and_the_empty_patch_fails() {
     assert_eq!(g.score, Some(0.0));
 }
 
+/// A patch that fixes the bug only under the seed a repair is decided on (as one tuned to that
+/// run would) passes the oracle but none of the further seeds.
+#[tokio::test]
+async fn a_fix_only_under_the_deciding_seed_fails_robustness() {
+    let seed_one = "            if std::env::var(\"FAULTLINE_SEED\").as_deref() == Ok(\"1\") {\n                *mine = (*mine).max(*count);\n            } else {\n                *mine += *count;\n            }";
+    let g = repair(&lib_patch(|s| s.replace(FIX_OLD, seed_one))).await;
+    assert_eq!(g.outcome, Outcome::FailRobustness, "{g:#?}");
+    let r = g.repair.unwrap();
+    assert_eq!((r.robustness_seeds, r.robustness_passed), (5, 0));
+}
+
 #[tokio::test]
 async fn labels_as_a_diagnosis_score_one_and_an_empty_one_zero() {
     let f = fixture().await;
