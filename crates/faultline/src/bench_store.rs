@@ -56,9 +56,11 @@ pub async fn run(
         );
     }
     let mut prepared = Vec::new();
-    for case in cases {
+    for (i, case) in cases.iter().enumerate() {
+        let step = format!("[{}/{}] {}", i + 1, cases.len(), case.id());
         let left = to_do(&bench, case.id());
         let p = if left.prepare {
+            println!("{step}: preparing ...");
             let row = bench.entry(case.id());
             row.resumed = left.resumed;
             row.load_before = load_average();
@@ -69,16 +71,17 @@ pub async fn run(
             bench.entry(case.id()).prepare_secs = Some(secs);
             write_json_atomic(&file, &bench)?;
             let again = if left.resumed { " (resumed)" } else { "" };
-            println!("{}: prepared in {secs:.1}s{again}", case.id());
+            println!("{step}: prepared in {secs:.1}s{again}");
             p
         } else {
             prepare(case, &data, toolchain, &PrepareOptions::default()).await?
         };
         if left.bare {
+            println!("{step}: bare builds ...");
             let secs = bare_builds(&data, &p, toolchain).await?;
             bench.entry(case.id()).bare_secs = Some(secs);
             write_json_atomic(&file, &bench)?;
-            println!("{}: bare builds in {secs:.1}s", case.id());
+            println!("{step}: bare builds in {secs:.1}s");
         }
         prepared.push(p);
     }
