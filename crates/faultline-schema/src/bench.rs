@@ -30,8 +30,8 @@ pub struct StoreBenchCase {
     /// Whether a bench was killed while preparing it, so that the time is of a preparation that
     /// found part of its work done (objects stored, sources fetched) and understates.
     pub resumed: bool,
-    /// Seconds of its bare builds (`cargo build` and `cargo test --no-run` of the buggy and the
-    /// fixed crate, and the oracle's tests); absent while they have not finished.
+    /// Seconds of bare builds of what its preparation compiles (`cargo build` and `cargo test
+    /// --no-run` of the buggy crate, and the oracle's tests); absent while they have not finished.
     pub bare_secs: Option<f64>,
     /// The one-minute load average when its preparation started, to judge how far two rows
     /// measured at different times compare.

@@ -66,8 +66,9 @@ pub enum BenchCommand {
         runs: usize,
     },
     /// Preparing the given cases from an empty data directory (cargo's package cache warm), with
-    /// the object store they share, against bare `cargo build` and `cargo test --no-run` of
-    /// their buggy and fixed crates (and oracles) in scratch copies; and the disk the prepared
+    /// the object store they share, against bare builds of what preparation compiles
+    /// (`cargo build` and `cargo test --no-run` of the buggy crate, and the oracle) in scratch
+    /// copies; and the disk the prepared
     /// cases take, per case, in all and projected to 60 cases. Needs room for the prepared
     /// cases and one case's bare builds.
     Store {

@@ -22,8 +22,8 @@ const PROJECTED_CASES: f64 = 60.0;
 const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 
 /// Prepares `cases` into a new data directory (in the scratch space, or `dir` to resume a
-/// killed bench there), builds each case's buggy and fixed crates (and its oracle) bare right
-/// after, and prints both with their ratio and the disk the prepared cases take.
+/// killed bench there), builds what each case's preparation compiled (buggy crate, oracle) bare
+/// right after, and prints both with their ratio and the disk the prepared cases take.
 pub async fn run(
     env: &Env,
     cases: &[Case],
@@ -78,7 +78,7 @@ pub async fn run(
         };
         if left.bare {
             println!("{step}: bare builds ...");
-            let secs = bare_builds(&data, &p, toolchain).await?;
+            let secs = bare_builds(&data, case, &p, toolchain).await?;
             bench.entry(case.id()).bare_secs = Some(secs);
             write_json_atomic(&file, &bench)?;
             println!("{step}: bare builds in {secs:.1}s");
@@ -118,8 +118,8 @@ pub async fn run(
     let bare_secs: f64 = rows.iter().filter_map(|r| r.bare_secs).sum();
     let resumed = rows.iter().filter(|r| r.resumed).count();
     println!(
-        "prepare: {prepare_secs:.1}s, bare cargo build + test --no-run of buggy, fixed and \
-         oracle: {bare_secs:.1}s, ratio {:.2}x{}",
+        "prepare: {prepare_secs:.1}s, bare cargo build + test --no-run of the buggy crate and \
+         the oracle: {bare_secs:.1}s, ratio {:.2}x{}",
         prepare_secs / bare_secs,
         if resumed > 0 {
             format!(
@@ -185,46 +185,54 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
-/// Seconds of bare `cargo build` and `cargo test --no-run` of the buggy and the fixed crate in
-/// scratch copies with a cold `target/`, offline over the case's vendored dependencies, and of
-/// the oracle's tests where the case has an external oracle.
-async fn bare_builds(data: &DataDir, p: &PreparedCase, toolchain: &Toolchain) -> Result<f64> {
+/// Seconds of bare builds of what preparation compiles, in a scratch copy with a cold `target/`,
+/// offline over the case's vendored dependencies: `cargo build` and `cargo test --no-run` of the
+/// buggy crate (its declared regression targets when its whole test suite cannot compile, as
+/// preparation does), and the oracle's tests where the case has an external oracle. The fixed
+/// crate is not built: preparation never compiles it, and its dependencies may not even be
+/// vendored (a fix shipped in a release that moved to a new major version of one).
+async fn bare_builds(
+    data: &DataDir,
+    case: &Case,
+    p: &PreparedCase,
+    toolchain: &Toolchain,
+) -> Result<f64> {
     let grade = &p.stamp.grade;
-    let mut secs = 0.0;
-    for (side, tree) in [("buggy", &p.sources.buggy), ("fixed", &p.sources.fixed)] {
-        let dir = data.scratch_dir("bench")?;
-        let workspace = dir.path().join("workspace");
-        copy_preserving(tree, &workspace)?;
-        std::fs::copy(
-            p.stamp.agent.workspace.join("Cargo.lock"),
-            workspace.join("Cargo.lock"),
-        )?;
-        let oracle = match &grade.oracle {
-            Some(o) if side == "buggy" => {
-                let copy = dir.path().join("oracle");
-                faultline_corpus::store::copy_tree(o, &copy, &|rel| !rel.starts_with("target"))?;
-                Some(copy)
-            }
-            _ => None,
-        };
-        let bare = Template {
-            shared: None,
-            ..grade.clone()
-        };
-        let sandbox = Sandbox::new(
-            bare.sandbox_spec(toolchain, &workspace, oracle.as_deref())
-                .identity(Identity::Harness),
-        )?;
-        let started = Instant::now();
-        cargo(&sandbox, &["build"], None).await?;
-        // As preparation does: a published crate's tests that cannot compile are not an error.
-        let _ = cargo(&sandbox, &["test", "--no-run"], None).await;
-        if oracle.is_some() {
-            cargo(&sandbox, &["test", "--no-run", "--tests"], Some("/oracle")).await?;
+    let dir = data.scratch_dir("bench")?;
+    let workspace = dir.path().join("workspace");
+    copy_preserving(&p.sources.buggy, &workspace)?;
+    std::fs::copy(
+        p.stamp.agent.workspace.join("Cargo.lock"),
+        workspace.join("Cargo.lock"),
+    )?;
+    let oracle = match &grade.oracle {
+        Some(o) => {
+            let copy = dir.path().join("oracle");
+            faultline_corpus::store::copy_tree(o, &copy, &|rel| !rel.starts_with("target"))?;
+            Some(copy)
         }
-        secs += started.elapsed().as_secs_f64();
+        None => None,
+    };
+    let bare = Template {
+        shared: None,
+        ..grade.clone()
+    };
+    let sandbox = Sandbox::new(
+        bare.sandbox_spec(toolchain, &workspace, oracle.as_deref())
+            .identity(Identity::Harness),
+    )?;
+    let started = Instant::now();
+    cargo(&sandbox, &["build"], None).await?;
+    if cargo(&sandbox, &["test", "--no-run"], None).await.is_err() {
+        for target in case.manifest.regression.declared() {
+            let args = [&["test", "--no-run"][..], &target.cargo_args()].concat();
+            cargo(&sandbox, &args, None).await?;
+        }
     }
-    Ok(secs)
+    if oracle.is_some() {
+        cargo(&sandbox, &["test", "--no-run", "--tests"], Some("/oracle")).await?;
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 async fn cargo(sandbox: &Sandbox, args: &[&str], workdir: Option<&str>) -> Result<()> {
