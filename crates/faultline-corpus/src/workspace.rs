@@ -119,6 +119,7 @@ pub async fn prepare(
     }
     let (stamp, interned) =
         build_fresh(case, data, &sources, &staging, &root, toolchain, inputs).await?;
+    let mut laps = Laps::new(case.id());
     if root.exists() {
         fs::remove_dir_all(&root)?;
     }
@@ -128,6 +129,7 @@ pub async fn prepare(
         .context("recording the prepared templates' manifest")?;
     let manifest_bytes = serde_json::to_vec(&manifest)?;
     faultline_schema::io::write_atomic(&root.join("manifest.json"), &manifest_bytes)?;
+    laps.done("moved into place, manifest recorded");
     let stamp = Stamp {
         manifest_sha256: manifest.sha256(),
         prepare_secs: started.elapsed().as_secs_f64(),
@@ -205,6 +207,7 @@ async fn build_fresh(
     toolchain: &Toolchain,
     inputs: String,
 ) -> Result<(Stamp, Interned)> {
+    let mut laps = Laps::new(case.id());
     let name = case.manifest.source.crate_name().to_string();
     let agent_ws = staging.join("agent/workspace");
     let removed = copy_anonymized(&sources.buggy, &agent_ws)?;
@@ -218,6 +221,7 @@ async fn build_fresh(
     let fixed_hashes = fixed_only_hashes(&sources.buggy, &sources.fixed)?;
     check_no_fixed_files(&agent_ws, &fixed_hashes)?;
     check_no_fixed_files(&agent_vendor, &fixed_hashes)?;
+    laps.done("copied, locked, vendored and checked");
 
     let agent_cargo = staging.join("agent/cargo");
     resolve::write_cargo_config(&agent_cargo, &name, self_patch)?;
@@ -230,6 +234,7 @@ async fn build_fresh(
         shared: None,
     };
     build::warm_build(&staged_agent, toolchain, &case.manifest.regression).await?;
+    laps.done("built warm");
     let vendored_packages = fs::read_dir(&agent_vendor)
         .with_context(|| format!("reading {}", agent_vendor.display()))?
         .count();
@@ -244,6 +249,7 @@ async fn build_fresh(
                 &name,
                 toolchain,
                 &fixed_hashes,
+                &mut laps,
             )
             .await?,
         ),
@@ -276,6 +282,7 @@ async fn build_fresh(
         }
         None => staged_agent.clone(),
     };
+    laps.done("shared files stored");
     let finalize = |t: &Template| Template {
         workspace: at_final(&t.workspace),
         vendor: at_final(&t.vendor),
@@ -308,9 +315,11 @@ async fn prepare_external_oracle(
     name: &str,
     toolchain: &Toolchain,
     fixed_hashes: &BTreeMap<String, String>,
+    laps: &mut Laps,
 ) -> Result<Template> {
     let grade_ws = staging.join("grade/workspace");
     copy_preserving(&agent.workspace, &grade_ws)?;
+    laps.done("warm workspace copied for grading");
     let oracle = staging.join("grade/oracle");
     copy_tree(&case.oracle_dir(), &oracle, &|rel| {
         !rel.starts_with("target")
@@ -344,6 +353,7 @@ async fn prepare_external_oracle(
     check_no_fixed_files(&vendor, fixed_hashes)?;
     let cargo = staging.join("grade/cargo");
     resolve::write_cargo_config(&cargo, name, true)?;
+    laps.done("oracle locked, vendored and checked");
     let grade = Template {
         workspace: grade_ws,
         vendor,
@@ -352,5 +362,29 @@ async fn prepare_external_oracle(
         shared: None,
     };
     build::build_oracle(&grade, &oracle, toolchain, case.id()).await?;
+    laps.done("oracle built");
     Ok(grade)
+}
+
+/// The time each step of a preparation takes, logged (`FAULTLINE_LOG=info`) so that a slow
+/// preparation shows where its time goes.
+struct Laps {
+    case_id: String,
+    last: Instant,
+}
+
+impl Laps {
+    fn new(case_id: &str) -> Self {
+        Laps {
+            case_id: case_id.to_string(),
+            last: Instant::now(),
+        }
+    }
+
+    fn done(&mut self, step: &str) {
+        let now = Instant::now();
+        let secs = (now - self.last).as_secs_f64();
+        tracing::info!("{}: {step} in {secs:.1}s", self.case_id);
+        self.last = now;
+    }
 }
