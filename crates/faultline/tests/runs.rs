@@ -359,6 +359,51 @@ fn four_concurrent_shards_on_a_shared_read_only_data_directory_merge_to_one_run(
     assert!(String::from_utf8_lossy(&out.stderr).contains("differently configured"));
 }
 
+/// Validation can read a shared prepared data directory too (two validations at once on one
+/// machine, or beside a run): everything it writes, the bundle generator's vendored
+/// dependencies included, goes to its scratch directory.
+#[test]
+fn a_validation_on_a_shared_read_only_data_directory_writes_only_its_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let scratch = tmp.path().join("scratch");
+    let ok = faultline(&data)
+        .args(["prepare", "toy-double-merge"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let prepared = snapshot(&data);
+    let out = faultline(&data)
+        .arg("--scratch")
+        .arg(&scratch)
+        .args(["cases", "validate", "toy-double-merge", "-k", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = snapshot(&data);
+    let written: Vec<_> = after
+        .iter()
+        .filter(|(path, seen)| prepared.get(*path) != Some(seen))
+        .map(|(path, _)| path)
+        .collect();
+    assert!(
+        written.is_empty(),
+        "validation wrote into the data directory: {written:?}"
+    );
+    assert_eq!(
+        after.len(),
+        prepared.len(),
+        "validation removed files from it"
+    );
+    assert!(scratch.join("generators").is_dir());
+}
+
 #[test]
 fn a_changed_configuration_is_refused_unless_forced() {
     let tmp = tempfile::tempdir().unwrap();

@@ -84,20 +84,20 @@ impl DataDir {
         self.scratch.is_some()
     }
 
+    /// Where this process writes: the scratch directory of a read-only data directory, else
+    /// the root.
+    fn writable(&self) -> &Path {
+        self.scratch.as_deref().unwrap_or(&self.root)
+    }
+
     /// Where the grade cache lives.
     pub fn grade_cache(&self) -> PathBuf {
-        self.scratch
-            .as_deref()
-            .unwrap_or(&self.root)
-            .join("grade-cache")
+        self.writable().join("grade-cache")
     }
 
     /// Where the context providers' bundles are cached, per case and provider version.
     pub fn bundle_cache(&self) -> PathBuf {
-        self.scratch
-            .as_deref()
-            .unwrap_or(&self.root)
-            .join("bundle-cache")
+        self.writable().join("bundle-cache")
     }
 
     /// `$FAULTLINE_DATA`, else `$XDG_CACHE_HOME/faultline`, else `~/.cache/faultline`.
@@ -137,10 +137,11 @@ impl DataDir {
 
     /// The directory where validation keeps what a case's bundle generator builds with (see
     /// [`super::generator`]), named like the workspace's and kept apart from it: no template
-    /// holds it, and preparing a case never waits for it.
+    /// holds it, and preparing a case never waits for it. A validation that reads a shared
+    /// data directory keeps it in its scratch directory.
     pub fn generator_dir(&self, case_id: &str) -> Result<PathBuf> {
         Ok(self
-            .root
+            .writable()
             .join("generators")
             .join(self.opaque_name(case_id)?))
     }
@@ -184,7 +185,7 @@ impl DataDir {
     /// Scratch space: in the root (on its file system, for copies that are renamed into
     /// place), or in the scratch directory of a read-only data directory.
     pub fn scratch(&self) -> Result<PathBuf> {
-        let p = self.scratch.as_deref().unwrap_or(&self.root).join("tmp");
+        let p = self.writable().join("tmp");
         fs::create_dir_all(&p)?;
         Ok(p)
     }
