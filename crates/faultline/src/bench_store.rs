@@ -55,10 +55,16 @@ pub async fn run(
             cases.len()
         );
     }
-    let mut prepared = Vec::new();
+    let mut roots = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let step = format!("[{}/{}] {}", i + 1, cases.len(), case.id());
         let left = to_do(&bench, case.id());
+        if !left.prepare && !left.bare {
+            // Measured by an earlier run of the bench: only its disk is counted, at the end, so
+            // it is not checked again (a content check of a prepared case reads all of it).
+            roots.push(data.workspace_dir(case.id())?);
+            continue;
+        }
         let p = if left.prepare {
             println!("{step}: preparing ...");
             let row = bench.entry(case.id());
@@ -83,14 +89,14 @@ pub async fn run(
             write_json_atomic(&file, &bench)?;
             println!("{step}: bare builds in {secs:.1}s");
         }
-        prepared.push(p);
+        roots.push(p.root);
     }
 
     let mut seen = BTreeSet::new();
     let objects = bytes_below(data.objects().dir(), &mut seen)?;
     let mut own_total = 0;
-    for (case, p) in cases.iter().zip(&prepared) {
-        let own = bytes_below(&p.root, &mut seen)?;
+    for (case, root) in cases.iter().zip(&roots) {
+        let own = bytes_below(root, &mut seen)?;
         own_total += own;
         println!("{}: {} of its own", case.id(), gb(own));
     }
