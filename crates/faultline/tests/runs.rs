@@ -200,6 +200,16 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
         .collect()
 }
 
+/// Prepares the toy case into `data`.
+fn prepare_toy(data: &Path) {
+    let ok = faultline(data)
+        .args(["prepare", "toy-double-merge"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
 /// A shard reuses a shared prepared case on its stamp and manifest alone, so the templates'
 /// contents are checked where they are used: a grading template changed after preparation grades
 /// nothing (the trial is an infrastructure error naming the file), never a pass built on it.
@@ -207,12 +217,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
 fn a_shard_grades_nothing_on_a_damaged_shared_template() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let ok = faultline(&data)
-        .args(["prepare", "toy-double-merge"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    prepare_toy(&data);
     let workspaces = std::fs::read_dir(data.join("workspaces")).unwrap();
     let prepared = workspaces
         .map(|e| e.unwrap().path())
@@ -367,12 +372,7 @@ fn a_validation_on_a_shared_read_only_data_directory_writes_only_its_scratch() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let scratch = tmp.path().join("scratch");
-    let ok = faultline(&data)
-        .args(["prepare", "toy-double-merge"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    prepare_toy(&data);
     let prepared = snapshot(&data);
     let out = faultline(&data)
         .arg("--scratch")
