@@ -168,6 +168,10 @@ fn hold(user: SandboxUser, cmd: &mut Command) -> std::io::Result<(Child, PathBuf
 /// Gives the sandbox's identity the tree at `root` (when sandboxes have one): every directory,
 /// and every file and link that is this tree's own. A file with other hard links is left as it
 /// is: it is shared with a template, and must stay the harness's and read-only.
+///
+/// The tree may be in use: a build directory shared by concurrent builds loses temporary files
+/// while it is walked. What vanishes during the walk needs no owner; only a missing `root` is an
+/// error.
 pub fn give_to_sandbox(root: &Path) -> std::io::Result<()> {
     let Ok(d) = dedicated() else {
         return Ok(());
@@ -180,7 +184,14 @@ fn chown_tree(path: &Path, user: SandboxUser) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(path)?;
     if meta.is_dir() {
         for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path(), user)?;
+            let child = match entry {
+                Ok(entry) => chown_tree(&entry.path(), user),
+                Err(e) => Err(e),
+            };
+            match child {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                other => other?,
+            }
         }
     } else if meta.nlink() > 1 {
         return Ok(());
@@ -211,5 +222,49 @@ mod tests {
         assert_eq!(uid(&tree.join("own")), d.user.uid);
         assert_eq!(uid(&tree.join("shared")), 0);
         assert_eq!(uid(&template), 0);
+    }
+
+    /// Builds sharing a build directory delete their temporary files while another sandbox's
+    /// setup walks it; a file gone mid-walk must not fail that setup (it did, at random, in CI).
+    #[test]
+    fn a_tree_losing_files_while_it_is_given_away_is_still_given() {
+        let Ok(d) = dedicated() else {
+            return;
+        };
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        let churn = tree.join("churn");
+        std::fs::create_dir_all(&churn).unwrap();
+        std::fs::write(tree.join("kept"), "x").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churner = {
+            let (churn, stop) = (churn.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let sub = churn.join(format!("d{}", n % 4));
+                    let _ = std::fs::create_dir_all(&sub);
+                    for i in 0..50 {
+                        let _ = std::fs::write(sub.join(format!("f{i}")), "y");
+                    }
+                    let _ = std::fs::remove_dir_all(&sub);
+                    n += 1;
+                }
+            })
+        };
+        let walks: Vec<_> = (0..300).map(|_| give_to_sandbox(&tree)).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churner.join().unwrap();
+        let failed: Vec<_> = walks.into_iter().filter_map(Result::err).collect();
+        assert!(
+            failed.is_empty(),
+            "{} walks failed: {:?}",
+            failed.len(),
+            failed.first()
+        );
+        let uid = |p: &Path| std::fs::symlink_metadata(p).unwrap().uid();
+        assert_eq!(uid(&tree.join("kept")), d.user.uid);
+        assert!(give_to_sandbox(&dir.path().join("absent")).is_err());
     }
 }
