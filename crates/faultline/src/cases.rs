@@ -329,6 +329,10 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
         force_prepare: args.force_prepare,
         decoys: true,
     };
+    if let Some(path) = args.markdown.as_deref().filter(|_| args.merge) {
+        // The recorded report must take this run's rows before the first case is spent on it.
+        merged_over(path, report_of(args.k, Vec::new()), &case_ids(&corpus))?;
+    }
     let mut results = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         eprintln!("[{}/{}] validating {} ...", i + 1, cases.len(), case.id());
@@ -351,14 +355,18 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
             args.k
         );
         results.push(r);
+        // Recorded after every case: a validation of the corpus takes hours, and one stopped
+        // part-way keeps the rows it finished (`--merge` then adds the rest).
+        if let Some(path) = &args.markdown {
+            record_validation(
+                path,
+                args.merge,
+                &corpus,
+                report_of(args.k, results.clone()),
+            )?;
+        }
     }
-    let report = ValidationReport {
-        schema_version: VALIDATION_SCHEMA_VERSION,
-        faultline_version: env!("CARGO_PKG_VERSION").to_string(),
-        finished_at: now_rfc3339(),
-        k: args.k,
-        cases: results,
-    };
+    let report = report_of(args.k, results);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -372,15 +380,6 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
             }
         }
     }
-    if let Some(path) = &args.markdown {
-        let existing = case_ids(&corpus);
-        let recorded = if args.merge {
-            merged_over(path, report.clone(), &existing)?
-        } else {
-            report.clone()
-        };
-        write_validation(path, &recorded)?;
-    }
     let failed = report.cases.iter().filter(|c| !c.passed).count();
     eprintln!(
         "{} of {} cases pass validation",
@@ -393,6 +392,31 @@ async fn validate(env: &Env, args: ValidateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn report_of(k: u32, cases: Vec<faultline_schema::validation::CaseValidation>) -> ValidationReport {
+    ValidationReport {
+        schema_version: VALIDATION_SCHEMA_VERSION,
+        faultline_version: env!("CARGO_PKG_VERSION").to_string(),
+        finished_at: now_rfc3339(),
+        k,
+        cases,
+    }
+}
+
+/// Writes `report` to `markdown` (and its JSON), over the rows recorded there when `merge`.
+fn record_validation(
+    markdown: &std::path::Path,
+    merge: bool,
+    corpus: &faultline_corpus::Corpus,
+    report: ValidationReport,
+) -> Result<()> {
+    let recorded = if merge {
+        merged_over(markdown, report, &case_ids(corpus))?
+    } else {
+        report
+    };
+    write_validation(markdown, &recorded)
 }
 
 /// The ids of the cases the corpus loaded.

@@ -60,6 +60,18 @@ fn fixture_copy(into: &Path) -> std::path::PathBuf {
     into.join("corpus")
 }
 
+/// Writes the toy case down a second time in `corpus`, under the id `id`.
+fn copy_toy_case_as(corpus: &Path, id: &str) {
+    let again = corpus.join("toy").join(id);
+    copy_tree(&corpus.join("toy/toy-double-merge"), &again);
+    let toml = std::fs::read_to_string(again.join("case.toml")).unwrap();
+    std::fs::write(
+        again.join("case.toml"),
+        toml.replace("id = \"toy-double-merge\"", &format!("id = \"{id}\"")),
+    )
+    .unwrap();
+}
+
 fn faultline_on(corpus: &Path, data: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_faultline"))
         .arg("--corpus")
@@ -107,17 +119,7 @@ fn a_case_that_does_not_load_fails_listing_and_validation() {
 fn a_duplicate_case_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = fixture_copy(tmp.path());
-    let again = corpus.join("toy/toy-double-merge-again");
-    copy_tree(&corpus.join("toy/toy-double-merge"), &again);
-    let toml = std::fs::read_to_string(again.join("case.toml")).unwrap();
-    std::fs::write(
-        again.join("case.toml"),
-        toml.replace(
-            "id = \"toy-double-merge\"",
-            "id = \"toy-double-merge-again\"",
-        ),
-    )
-    .unwrap();
+    copy_toy_case_as(&corpus, "toy-double-merge-again");
     let out = faultline_on(
         &corpus,
         &tmp.path().join("data"),
@@ -314,4 +316,53 @@ fn validation_reports_from_elsewhere_merge_into_the_corpus_report() {
         !gone.status.success() && err.contains("not in the corpus"),
         "{err}"
     );
+}
+
+/// A validation of the corpus takes hours: one stopped part-way keeps, in its report, every case
+/// it finished.
+#[test]
+fn a_validation_stopped_part_way_keeps_the_cases_it_finished() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = fixture_copy(tmp.path());
+    copy_toy_case_as(&corpus, "toy-double-merge-again");
+    let markdown = tmp.path().join("VALIDATION.md");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("--corpus")
+        .arg(&corpus)
+        .env("FAULTLINE_DATA", tmp.path().join("data"))
+        .args(["cases", "validate", "--all", "-k", "1", "--markdown"])
+        .arg(&markdown)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let second_started = line.starts_with("[2/2] validating");
+        seen.push(line);
+        if second_started {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        seen.iter().any(|l| l.starts_with("[2/2] validating")),
+        "{seen:#?}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(markdown.with_extension("json")).unwrap())
+            .unwrap();
+    let rows: Vec<_> = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["case_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows, ["toy-double-merge"]);
+    let table = std::fs::read_to_string(&markdown).unwrap();
+    assert!(table.contains("toy-double-merge"), "{table}");
 }
