@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use faultline_corpus::gold::diff_workspace;
-use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
+use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::workspace::reproducer::install_reproducer;
 use faultline_corpus::{BundleFile, Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxError, Session, Toolchain};
@@ -208,19 +208,9 @@ impl TrialEnv {
 }
 
 /// The trial's copy of the agent template, its shared build outputs links to their read-only
-/// mount (see [`copy_sharing_outputs`]); on the reproduce track, with an empty reproducer.
+/// mount (see [`PreparedCase::copy_workspace`]); on the reproduce track, with an empty reproducer.
 fn copy_workspace(prepared: &PreparedCase, workspace: &Path, track: Track) -> Result<()> {
-    let template = &prepared.stamp.agent.workspace;
-    if prepared.stamp.agent.shared.is_some() {
-        copy_sharing_outputs(
-            template,
-            workspace,
-            &prepared.shared_outputs(TemplateKind::Agent),
-        )
-    } else {
-        copy_preserving(template, workspace)
-    }
-    .context("copying the agent workspace")?;
+    prepared.copy_workspace(TemplateKind::Agent, workspace)?;
     if track == Track::Reproduce {
         install_reproducer(
             workspace,

@@ -8,7 +8,7 @@ use crate::patch::{check_tests_kept, restore_tests};
 use anyhow::{Context, Result, bail};
 use faultline_corpus::confined::Confined;
 use faultline_corpus::curated::apply_patch;
-use faultline_corpus::workspace::copy::{copy_preserving, copy_sharing_outputs};
+use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::workspace::layout::{GUEST_ORACLE, GUEST_WORKSPACE};
 use faultline_corpus::{Case, DataDir, PreparedCase, TemplateKind};
 use faultline_sandbox::{
@@ -136,7 +136,7 @@ impl Workbench {
 
     /// Checks the template against its manifest (a damaged one is an error naming what
     /// differs), then copies it. The template's shared build outputs become links to their
-    /// read-only mount (see [`copy_sharing_outputs`]).
+    /// read-only mount (see [`PreparedCase::copy_workspace`]).
     fn from_template(
         prepared: &PreparedCase,
         kind: TemplateKind,
@@ -147,16 +147,7 @@ impl Workbench {
         let template = prepared.template(kind);
         let dir = data.scratch_dir("bench")?;
         let workspace = dir.path().join("workspace");
-        if template.shared.is_some() {
-            copy_sharing_outputs(
-                &template.workspace,
-                &workspace,
-                &prepared.shared_outputs(kind),
-            )
-            .context("copying the template")?;
-        } else {
-            copy_preserving(&template.workspace, &workspace)?;
-        }
+        prepared.copy_workspace(kind, &workspace)?;
         let oracle = match &template.oracle {
             Some(o) => {
                 let copy = dir.path().join("oracle");

@@ -344,6 +344,35 @@ async fn agent_code_cannot_change_a_stored_object_and_a_rebuild_writes_a_new_fil
     assert_eq!(g.outcome, Outcome::Pass, "{g:#?}");
 }
 
+/// Every use of a template (a trial, a grade, a generator's build) works in a copy whose files,
+/// besides the links to shared outputs, are its own and writable. cargo rewrites fingerprints and
+/// build-script timestamps in place; a copy that kept identical stored files linked to each other
+/// and read-only (as `cp -a` does) failed a generator's rebuild of a dependency under the
+/// sandbox's own identity.
+#[tokio::test]
+async fn a_copy_of_a_template_holds_writable_files_of_its_own_besides_the_shared_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let f = fixture().await;
+    for kind in [TemplateKind::Agent, TemplateKind::Grading] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("workspace");
+        f.prepared.copy_workspace(kind, &copy).unwrap();
+        let mut links = 0;
+        for entry in walkdir::WalkDir::new(&copy) {
+            let entry = entry.unwrap();
+            let meta = entry.path().symlink_metadata().unwrap();
+            if meta.file_type().is_symlink() {
+                links += 1;
+            } else if meta.is_file() {
+                let path = entry.path().display();
+                assert_eq!(meta.nlink(), 1, "{path} shares its inode");
+                assert_ne!(meta.permissions().mode() & 0o200, 0, "{path} is read-only");
+            }
+        }
+        assert!(links > 0, "the {kind:?} copy links no shared output");
+    }
+}
+
 /// A stored object damaged from the host, in the store itself, keeping its size and time: every
 /// case linking it is refused until `prepare` stores a good copy again.
 #[tokio::test]

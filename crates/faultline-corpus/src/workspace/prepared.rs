@@ -4,6 +4,7 @@
 //! preparation is only reused after its content does.
 
 use super::build::toolchain_version;
+use super::copy::{copy_preserving, copy_sharing_outputs};
 use super::layout::{SHARED_DIR, Template, TemplateKind};
 use crate::case::Case;
 use crate::manifest::{Damage, Depth, Entry, Manifest, describe};
@@ -104,6 +105,21 @@ impl PreparedCase {
         } else {
             Err(TemplateDamaged { kind, damage }.into())
         }
+    }
+
+    /// Copies a template's workspace to `to` for one use (a trial, a grade, a generator's
+    /// build): its shared build outputs become links to their read-only mount (see
+    /// [`copy_sharing_outputs`]) and every other file is the copy's own and writable. A plain
+    /// `cp -a` would keep identical stored files (such as cargo's empty timestamps) hard-linked
+    /// to each other and read-only, so a rebuild in the sandbox could not write them.
+    pub fn copy_workspace(&self, kind: TemplateKind, to: &Path) -> Result<()> {
+        let template = self.template(kind);
+        if template.shared.is_some() {
+            copy_sharing_outputs(&template.workspace, to, &self.shared_outputs(kind))
+        } else {
+            copy_preserving(&template.workspace, to)
+        }
+        .with_context(|| format!("copying the {} template", kind.name()))
     }
 
     /// A template's shared build outputs, as paths relative to its workspace.

@@ -8,7 +8,6 @@
 //! and oracle laid out as in the case directory, so it can include the oracle's scenario by path.
 
 use anyhow::Result;
-use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::workspace::generator::{GeneratorUnusable, generator_deps, stage};
 use faultline_corpus::workspace::layout::GUEST_WORKSPACE;
 use faultline_corpus::{Case, DataDir, PreparedCase, Template, TemplateKind};
@@ -98,10 +97,7 @@ async fn build_and_compare(
     prepared.check(TemplateKind::Agent)?;
     let scratch = data.scratch_dir("generator")?;
     let workspace = scratch.path().join("workspace");
-    copy_preserving(
-        &prepared.template(TemplateKind::Agent).workspace,
-        &workspace,
-    )?;
+    prepared.copy_workspace(TemplateKind::Agent, &workspace)?;
     let staged = scratch.path().join("case");
     let generator = stage(case, &deps, &staged)?;
     let template = Template {
@@ -109,7 +105,7 @@ async fn build_and_compare(
         vendor: deps.vendor,
         cargo: deps.cargo,
         oracle: None,
-        shared: None,
+        shared: prepared.template(TemplateKind::Agent).shared.clone(),
     };
     let guest_generator = format!(
         "{GUEST_CASE}/{}",
