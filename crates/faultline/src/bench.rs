@@ -68,9 +68,9 @@ pub enum BenchCommand {
     /// Preparing the given cases from an empty data directory (cargo's package cache warm), with
     /// the object store they share, against bare builds of what preparation compiles
     /// (`cargo build` and `cargo test --no-run` of the buggy crate, and the oracle) in scratch
-    /// copies; and the disk the prepared
-    /// cases take, per case, in all and projected to 60 cases. Needs room for the prepared
-    /// cases and one case's bare builds.
+    /// copies; and the disk the prepared cases take (as `du` counts it), per case, in all, for
+    /// the 60 that take the most and projected to 60 cases. Needs room for the prepared cases
+    /// and one case's bare builds.
     Store {
         /// Case ids.
         #[arg(required = true)]

@@ -1,22 +1,24 @@
 //! `faultline bench store`: preparing cases from an empty data directory, which shares one
 //! object store among them, against bare cargo builds of the same crates in scratch copies; and
-//! the disk the prepared cases take, per case, in all, and projected to a 60-case corpus.
+//! the disk the prepared cases take (as `du` counts it), per case, in all, for the 60 that take the
+//! most, and projected to a 60-case corpus.
 
 use crate::Env;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use faultline_corpus::workspace::copy::copy_preserving;
 use faultline_corpus::{Case, DataDir, PrepareOptions, PreparedCase, Template, prepare};
 use faultline_sandbox::{ExecRequest, Identity, Sandbox, Toolchain};
 use faultline_schema::bench::{STORE_BENCH_FILE, STORE_BENCH_SCHEMA_VERSION, StoreBench};
 use faultline_schema::io::{read_json, write_json_atomic};
-use std::collections::BTreeSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod disk;
+use disk::DiskMap;
+
 /// The corpus size the projection is made for (the issue's target).
-const PROJECTED_CASES: f64 = 60.0;
+const PROJECTED_CASES: usize = 60;
 
 /// How long one bare build may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
@@ -92,15 +94,15 @@ pub async fn run(
         roots.push(p.root);
     }
 
-    let mut seen = BTreeSet::new();
-    let objects = bytes_below(data.objects().dir(), &mut seen)?;
+    let mut disk = DiskMap::default();
+    let objects = disk.walk(data.objects().dir(), None)?;
     let mut own_total = 0;
-    for (case, root) in cases.iter().zip(&roots) {
-        let own = bytes_below(root, &mut seen)?;
+    for (i, (case, root)) in cases.iter().zip(&roots).enumerate() {
+        let own = disk.walk(root, Some(i))?;
         own_total += own;
         println!("{}: {} of its own", case.id(), gb(own));
     }
-    let total = objects + own_total + bytes_below(&data.root, &mut seen)?;
+    let total = objects + own_total + disk.walk(&data.root, None)?;
     let n = cases.len() as f64;
     println!(
         "disk: {} in all for {} cases ({} per case), of which {} in the shared object store",
@@ -109,10 +111,16 @@ pub async fn run(
         gb((total as f64 / n) as u64),
         gb(objects)
     );
+    if cases.len() > PROJECTED_CASES {
+        println!(
+            "the {PROJECTED_CASES} of these cases that take the most: {}",
+            gb(disk.heaviest(cases.len(), PROJECTED_CASES))
+        );
+    }
     println!(
         "projected for {PROJECTED_CASES} cases: {} (at this sample's bytes per case; the \
          object store grows less than that as cases share more dependencies)",
-        gb((total as f64 / n * PROJECTED_CASES) as u64)
+        gb((total as f64 / n * PROJECTED_CASES as f64) as u64)
     );
 
     let rows: Vec<_> = bench
@@ -252,22 +260,6 @@ async fn cargo(sandbox: &Sandbox, args: &[&str], workdir: Option<&str>) -> Resul
         bail!("`{}` failed:\n{}", argv.join(" "), out.stderr.text);
     }
     Ok(())
-}
-
-/// Bytes of the regular files below `dir` whose inode is not in `seen` yet (each stored object
-/// counts once, wherever it is linked), adding them to it.
-fn bytes_below(dir: &Path, seen: &mut BTreeSet<(u64, u64)>) -> Result<u64> {
-    let mut bytes = 0;
-    for entry in walkdir::WalkDir::new(dir) {
-        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-        if entry.file_type().is_file() {
-            let meta = entry.metadata()?;
-            if seen.insert((meta.dev(), meta.ino())) {
-                bytes += meta.blocks() * 512;
-            }
-        }
-    }
-    Ok(bytes)
 }
 
 fn gb(bytes: u64) -> String {
