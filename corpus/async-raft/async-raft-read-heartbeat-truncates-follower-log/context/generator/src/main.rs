@@ -2,6 +2,8 @@
 //! the leader, then writes", where the link to one follower delivers the read's heartbeat after
 //! the writes' appends. It shows the RPCs that follower got (periodic heartbeats left out) and
 //! the logs afterwards. Node ids are replaced by roles, since the election picks the leader.
+//! What F has applied is left out: whether the leader's next heartbeat gets F to apply the last
+//! entry before the snapshot is taken depends on the machine's load.
 
 #[path = "../../../oracle/tests/read_during_writes.rs"]
 #[allow(dead_code)]
@@ -10,7 +12,7 @@ mod scenario;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scenario::{log_of, round, start, statuses, Plan};
+use scenario::{log_of, round, start, Plan};
 
 #[tokio::main(threaded_scheduler)]
 async fn main() {
@@ -38,8 +40,6 @@ async fn main() {
     let leader_log: Vec<u64> = log_of(&c.stores[&c.leader]).await.iter().map(|(i, _)| *i).collect();
     let f_log: Vec<u64> = log_of(&c.stores[&f]).await.iter().map(|(i, _)| *i).collect();
     let m = c.net.node(f).metrics().borrow().clone();
-    let leader_keys = statuses(&c.stores[&c.leader]).await.len();
-    let f_keys = statuses(&c.stores[&f]).await.len();
 
     println!("# Trace: reads on the leader while it replicates writes (five nodes)\n");
     println!("async-raft with the in-memory example store, five voters in one process, heartbeat_interval");
@@ -56,7 +56,6 @@ async fn main() {
     println!("```text");
     println!("leader log indexes:      {:?}", leader_log);
     println!("follower F log indexes:  {:?}", f_log);
-    println!("follower F metrics:      last_log_index={} last_applied={}", m.last_log_index, m.last_applied);
-    println!("state machine keys:      leader {}, follower F {} (one key per write)", leader_keys, f_keys);
+    println!("follower F metrics:      last_log_index={}", m.last_log_index);
     println!("```");
 }
