@@ -20,17 +20,18 @@ impl DiskMap {
         for entry in walkdir::WalkDir::new(dir) {
             let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
             let meta = entry.metadata()?;
-            let (_, cases) = self
+            let (_, linkers) = self
                 .inodes
                 .entry((meta.dev(), meta.ino()))
                 .or_insert_with(|| {
-                    new_bytes += meta.blocks() * 512;
-                    (meta.blocks() * 512, Vec::new())
+                    let bytes = meta.blocks() * 512;
+                    new_bytes += bytes;
+                    (bytes, Vec::new())
                 });
             if let Some(case) = case
-                && cases.last() != Some(&case)
+                && linkers.last() != Some(&case)
             {
-                cases.push(case);
+                linkers.push(case);
             }
         }
         Ok(new_bytes)
